@@ -1,0 +1,130 @@
+// kiln's ops. Each checks its arguments once (dtype, device, shape) and throws
+// kiln::Error naming the op and the offending values, then runs on the device
+// of its inputs. Semantics and names follow PyTorch.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+// ---- creation ----
+Tensor empty(const Shape& shape, DType dtype = float32, Device device = kCPU);
+Tensor zeros(const Shape& shape, DType dtype = float32, Device device = kCPU);
+Tensor ones(const Shape& shape, DType dtype = float32, Device device = kCPU);
+Tensor full(const Shape& shape, const Scalar& value, DType dtype = float32, Device device = kCPU);
+// [start, end) by step, as torch.arange: int64 when all three are integers, else float32,
+// unless dtype is given.
+Tensor arange(const Scalar& start, const Scalar& end, const Scalar& step = 1,
+              std::optional<DType> dtype = {}, Device device = kCPU);
+Tensor arange(const Scalar& end, std::optional<DType> dtype = {}, Device device = kCPU);
+Tensor empty_like(const Tensor& t);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor full_like(const Tensor& t, const Scalar& value);
+
+// ---- random (Philox4x32-10; the same seed gives the same numbers on every device) ----
+struct Generator {
+  uint64_t seed = 0;
+  uint64_t offset = 0;  // counter advanced by every call, so successive calls differ
+  explicit Generator(uint64_t s = 0) : seed(s) {}
+};
+Generator& default_generator();
+void manual_seed(uint64_t seed);
+// uniform on [low, high)
+Tensor rand(const Shape& shape, DType dtype = float32, Device device = kCPU, Generator* gen = nullptr);
+Tensor randn(const Shape& shape, DType dtype = float32, Device device = kCPU, Generator* gen = nullptr);
+Tensor& uniform_(Tensor& t, double low = 0.0, double high = 1.0, Generator* gen = nullptr);
+Tensor& normal_(Tensor& t, double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
+
+// ---- elementwise (broadcasting, PyTorch type promotion) ----
+Tensor add(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor add(const Tensor& a, const Scalar& b);
+Tensor sub(const Tensor& a, const Tensor& b, const Scalar& alpha = 1);
+Tensor sub(const Tensor& a, const Scalar& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Scalar& b);
+Tensor div(const Tensor& a, const Tensor& b);  // true division: integers give float32
+Tensor div(const Tensor& a, const Scalar& b);
+Tensor pow(const Tensor& a, const Tensor& b);
+Tensor pow(const Tensor& a, const Scalar& b);
+Tensor maximum(const Tensor& a, const Tensor& b);
+Tensor minimum(const Tensor& a, const Tensor& b);
+
+Tensor neg(const Tensor& a);
+Tensor abs(const Tensor& a);
+Tensor exp(const Tensor& a);
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+Tensor rsqrt(const Tensor& a);
+Tensor tanh(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor silu(const Tensor& a);
+// approximate: "none" (erf) or "tanh", as torch.nn.functional.gelu
+Tensor gelu(const Tensor& a, const std::string& approximate = "none");
+
+// comparisons give bool
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, const Scalar& b);
+Tensor ne(const Tensor& a, const Scalar& b);
+Tensor lt(const Tensor& a, const Scalar& b);
+Tensor le(const Tensor& a, const Scalar& b);
+Tensor gt(const Tensor& a, const Scalar& b);
+Tensor ge(const Tensor& a, const Scalar& b);
+
+Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b);
+Tensor where(const Tensor& condition, const Scalar& a, const Tensor& b);
+Tensor where(const Tensor& condition, const Tensor& a, const Scalar& b);
+
+// ---- reductions: dims empty = all dims ----
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false,
+           std::optional<DType> dtype = {});
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false,
+            std::optional<DType> dtype = {});
+Tensor prod(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false,
+            std::optional<DType> dtype = {});
+Tensor amax(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor amin(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+Tensor max(const Tensor& a);  // over everything; NaN propagates
+Tensor min(const Tensor& a);
+// values and int64 indices along one dim (the first index among equal values)
+std::pair<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim = false);
+std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim = false);
+// int64 indices; without dim, the index into the flattened tensor
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim = {}, bool keepdim = false);
+Tensor argmin(const Tensor& a, std::optional<int64_t> dim = {}, bool keepdim = false);
+
+// ---- linear algebra ----
+// torch.matmul: 1-D/2-D/batched with broadcasting of batch dims. float32, float16, bfloat16.
+Tensor matmul(const Tensor& a, const Tensor& b);
+// [B, M, K] x [B, K, N] -> [B, M, N]
+Tensor bmm(const Tensor& a, const Tensor& b);
+Tensor mm(const Tensor& a, const Tensor& b);
+
+// ---- shape helpers ----
+// The broadcast shape of a and b, or Error naming both.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+std::string shape_str(const Shape& s);
+
+// Operators for readability in C++.
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, const Scalar& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Scalar& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Scalar& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Scalar& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+
+}  // namespace kiln

@@ -1,0 +1,89 @@
+// The interface every backend implements. Front doors (src/ops/) check and
+// broadcast, allocate outputs, then call exactly one of these. Inputs reach a
+// backend already validated: same device, the dtypes the op family supports,
+// and shapes equal to the output's (broadcast operands are stride-0 views).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kiln/ops.h"
+#include "kiln/tensor.h"
+
+namespace kiln {
+
+enum class UnaryOp : uint8_t { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Silu, Gelu, GeluTanh };
+enum class BinaryOp : uint8_t { Add, Sub, Mul, Div, Pow, Maximum, Minimum };
+enum class CompareOp : uint8_t { Eq, Ne, Lt, Le, Gt, Ge };
+enum class ReduceOp : uint8_t { Sum, Mean, Prod, Max, Min };
+enum class RandomKind : uint8_t { Uniform, Normal };
+
+const char* op_name(UnaryOp op);
+const char* op_name(BinaryOp op);
+const char* op_name(CompareOp op);
+const char* op_name(ReduceOp op);
+
+// A reduction seen as M independent outputs of R inputs each: `in` is a view of
+// the input permuted to [kept dims..., reduced dims...]; `out` (and `out_index`
+// for the arg ops) are contiguous with M elements.
+struct ReduceArgs {
+  ReduceOp op;
+  Tensor in;
+  Tensor out;
+  Tensor out_index;  // int64; when defined, Max/Min also write the index of the first extreme
+  int64_t num_kept_dims = 0;
+  int64_t M = 1, R = 1;
+};
+
+#define KILN_BACKEND_KERNELS                                                                        \
+  /* dst and src: same shape, any dtypes, possibly overlapping nothing */                           \
+  void copy(const Tensor& dst, const Tensor& src, bool saturate);                                   \
+  void fill(const Tensor& dst, const Scalar& value);                                                \
+  /* out contiguous; in same dtype as out */                                                        \
+  void unary(UnaryOp op, const Tensor& out, const Tensor& in);                                      \
+  /* out = op(a, alpha*b) for Add/Sub, else op(a, b); a, b, out same dtype */                      \
+  void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, double alpha);      \
+  /* out bool; a, b same dtype */                                                                   \
+  void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b);                  \
+  void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);              \
+  void reduce(const ReduceArgs& args);                                                              \
+  void arange(const Tensor& out, const Scalar& start, const Scalar& step);                          \
+  void random(RandomKind kind, const Tensor& out, double a, double b, uint64_t seed, uint64_t offset); \
+  /* out [B, M, N] contiguous = a [B, M, K] x b [B, K, N]; any strides on a and b */               \
+  void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+
+namespace cpu {
+KILN_BACKEND_KERNELS
+}  // namespace cpu
+
+namespace cuda_backend {
+KILN_BACKEND_KERNELS
+// Makes device `index` current for the calling thread while alive.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int index);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+// Raw copies between host and device memory (contiguous bytes) on the current stream.
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+}  // namespace cuda_backend
+
+#undef KILN_BACKEND_KERNELS
+
+// Runs backend kernel `fn` on the backend of `dev` (its CUDA device made current).
+#define KILN_ON_DEVICE(dev, fn, ...)                       \
+  do {                                                     \
+    if ((dev).is_cpu()) {                                  \
+      ::kiln::cpu::fn(__VA_ARGS__);                        \
+    } else {                                               \
+      ::kiln::cuda_backend::DeviceGuard guard_((dev).index); \
+      ::kiln::cuda_backend::fn(__VA_ARGS__);               \
+    }                                                      \
+  } while (0)
+
+}  // namespace kiln

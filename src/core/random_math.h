@@ -1,0 +1,27 @@
+// Element i of a uniform or normal draw from Philox, the same on every backend.
+#pragma once
+
+#include <math.h>
+
+#include "core/philox.h"
+
+namespace kiln::philox {
+
+// Uniform: element i takes lane i%4 of block (offset/4 + i/4).
+KILN_HD float uniform_at(uint64_t seed, uint64_t offset, int64_t i, float low, float high) {
+  const U4 r = philox4x32_10(offset / 4 + static_cast<uint64_t>(i) / 4, 0, seed);
+  return low + (high - low) * to_unit_float(r.x[i & 3]);
+}
+
+// Normal by Box-Muller: elements 2j and 2j+1 share block (offset/4 + j) and take
+// its cosine and sine branch.
+KILN_HD float normal_at(uint64_t seed, uint64_t offset, int64_t i, float mean, float stddev) {
+  const U4 r = philox4x32_10(offset / 4 + static_cast<uint64_t>(i) / 2, 1, seed);
+  const float u1 = (static_cast<float>(r.x[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);  // (0, 1]
+  const float u2 = to_unit_float(r.x[1]);
+  const float radius = sqrtf(-2.0f * logf(u1));
+  const float angle = 6.283185307179586f * u2;
+  return mean + stddev * radius * ((i & 1) ? sinf(angle) : cosf(angle));
+}
+
+}  // namespace kiln::philox

@@ -1,0 +1,76 @@
+// The CPU's strided loop: splits an elementwise layout into runs along the
+// innermost dim and hands each run to a kernel, threaded with OpenMP.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/layout.h"
+
+namespace kiln::cpu {
+
+// Below this many elements a loop stays on one thread (thread start-up costs more).
+inline constexpr int64_t kParallelGrain = 32768;
+
+// fn(begin, end) over [0, n) in chunks of at least `grain`, in parallel.
+template <class F>
+void parallel_for(int64_t n, int64_t grain, F&& fn) {
+  if (n <= grain || omp_get_max_threads() == 1 || omp_in_parallel()) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  const int64_t chunks = std::min<int64_t>((n + grain - 1) / grain, omp_get_max_threads() * 4);
+#pragma omp parallel for schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
+    if (b < e) fn(b, e);
+  }
+}
+
+// fn(off, inner_strides, count): `count` elements whose first element sits at
+// element offsets `off` (one per operand), stepping by `inner_strides`.
+template <int N, class F>
+void for_each_run(const StridedLayout<N>& L, F&& fn) {
+  if (L.numel == 0) return;
+  int64_t zero_strides[N] = {};
+  if (L.ndim == 0) {
+    int64_t off[N] = {};
+    fn(off, zero_strides, int64_t{1});
+    return;
+  }
+  int64_t inner[N];
+  for (int k = 0; k < N; ++k) inner[k] = L.strides[k][0];
+  const int64_t run = L.sizes[0];
+  const int64_t runs = L.numel / run;
+  if (runs == 1) {  // one long run: split it
+    parallel_for(run, kParallelGrain, [&](int64_t b, int64_t e) {
+      int64_t off[N];
+      for (int k = 0; k < N; ++k) off[k] = b * inner[k];
+      fn(off, inner, e - b);
+    });
+    return;
+  }
+  parallel_for(runs, std::max<int64_t>(1, kParallelGrain / run), [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      int64_t off[N] = {};
+      int64_t rem = r;
+      for (int d = 1; d < L.ndim; ++d) {
+        const int64_t idx = rem % L.sizes[d];
+        rem /= L.sizes[d];
+        for (int k = 0; k < N; ++k) off[k] += idx * L.strides[k][d];
+      }
+      fn(off, inner, run);
+    }
+  });
+}
+
+template <int N>
+StridedLayout<N> layout_of(const Tensor* const (&ops)[N]) {
+  StridedLayout<N> L;
+  if (!make_layout(ops[0]->shape(), ops, L)) throw Error("cpu: tensors with more than 16 dims that cannot be merged are not supported");
+  return L;
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,155 @@
+// CPU reductions over the [M kept, R reduced] view built by the front door.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/convert.h"
+#include "core/elementwise_math.h"
+#include "cpu/loops.h"
+#include "cpu/simd.h"
+
+namespace kiln::cpu {
+
+namespace {
+
+struct Dims {
+  std::vector<int64_t> sizes, strides;  // row-major, merged where contiguous
+};
+
+Dims merged(const Shape& shape, const Shape& strides, size_t begin, size_t end) {
+  Dims d;
+  for (size_t i = begin; i < end; ++i) {
+    if (shape[i] == 1) continue;
+    if (!d.sizes.empty() && d.strides.back() == strides[i] * shape[i]) {
+      d.sizes.back() *= shape[i];
+      d.strides.back() = strides[i];
+    } else {
+      d.sizes.push_back(shape[i]);
+      d.strides.push_back(strides[i]);
+    }
+  }
+  return d;
+}
+
+int64_t offset_of(const Dims& d, int64_t linear) {
+  int64_t off = 0;
+  for (int64_t i = static_cast<int64_t>(d.sizes.size()) - 1; i >= 0; --i) {
+    off += (linear % d.sizes[i]) * d.strides[i];
+    linear /= d.sizes[i];
+  }
+  return off;
+}
+
+bool is_unit(const Dims& d) { return d.sizes.empty() || (d.sizes.size() == 1 && d.strides[0] == 1); }
+
+template <class T>
+using acc_t = std::conditional_t<std::is_floating_point_v<detail::compute_t<T>>, double, detail::compute_t<T>>;
+
+// Running state of one output: value and, for max/min, the index of the first extreme.
+template <class A>
+struct Acc {
+  A v;
+  int64_t idx = 0;
+};
+
+template <class A>
+A identity(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Prod: return A(1);
+    case ReduceOp::Max:
+      if constexpr (std::is_floating_point_v<A>) return -std::numeric_limits<A>::infinity();
+      else return std::numeric_limits<A>::lowest();
+    case ReduceOp::Min:
+      if constexpr (std::is_floating_point_v<A>) return std::numeric_limits<A>::infinity();
+      else return std::numeric_limits<A>::max();
+    default: return A(0);
+  }
+}
+
+// max: x beats the current value when larger, or NaN over a number.
+template <class A>
+bool beats(ReduceOp op, A x, A cur) {
+  if (math::is_nan(cur)) return false;
+  if (math::is_nan(x)) return true;
+  return op == ReduceOp::Max ? x > cur : x < cur;
+}
+
+template <class A>
+void step(ReduceOp op, Acc<A>& s, A x, int64_t r) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Mean: s.v += x; break;
+    case ReduceOp::Prod: s.v *= x; break;
+    default:
+      if (beats(op, x, s.v) || (r == 0)) {
+        s.v = x;
+        s.idx = r;
+      }
+  }
+}
+
+template <class T>
+void reduce_typed(const ReduceArgs& args) {
+  using A = acc_t<T>;
+  const ReduceOp op = args.op;
+  const size_t nk = static_cast<size_t>(args.num_kept_dims);
+  Tensor in = args.in;
+  Dims kept = merged(in.shape(), in.strides(), 0, nk);
+  Dims red = merged(in.shape(), in.strides(), nk, in.shape().size());
+  if (!is_unit(red) && !(is_unit(kept) && args.M > 1)) {
+    in = in.contiguous();
+    kept = merged(in.shape(), in.strides(), 0, nk);
+    red = merged(in.shape(), in.strides(), nk, in.shape().size());
+  }
+  const T* x = in.data<T>();
+  T* out = args.out.data<T>();
+  int64_t* out_idx = args.out_index.defined() ? args.out_index.data<int64_t>() : nullptr;
+  const int64_t M = args.M, R = args.R;
+  const double scale = op == ReduceOp::Mean ? 1.0 / static_cast<double>(R) : 1.0;
+  auto finish = [&](int64_t m, const Acc<A>& s) {
+    A v = s.v;
+    if (op == ReduceOp::Mean) v = static_cast<A>(static_cast<double>(v) * scale);
+    if constexpr (std::is_floating_point_v<A>) out[m] = T(static_cast<float>(v));
+    else out[m] = static_cast<T>(v);
+    if (out_idx) out_idx[m] = s.idx;
+  };
+  if (is_unit(red)) {  // each output reduces one contiguous row
+    parallel_for(M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t m = b; m < e; ++m) {
+        const T* row = x + offset_of(kept, m);
+        Acc<A> s{identity<A>(op)};
+        if constexpr (std::is_same_v<T, float>) {
+          if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
+            s.v = simd::sum_f32(row, static_cast<size_t>(R));
+            finish(m, s);
+            continue;
+          }
+        }
+        for (int64_t r = 0; r < R; ++r) step(op, s, static_cast<A>(static_cast<detail::compute_t<T>>(row[r])), r);
+        finish(m, s);
+      }
+    });
+    return;
+  }
+  // kept dims contiguous: stream over the reduced index, a slice of M at a time
+  parallel_for(M, 1024, [&](int64_t b, int64_t e) {
+    std::vector<Acc<A>> acc(e - b, Acc<A>{identity<A>(op)});
+    for (int64_t r = 0; r < R; ++r) {
+      const T* slice = x + offset_of(red, r);
+      for (int64_t m = b; m < e; ++m)
+        step(op, acc[m - b], static_cast<A>(static_cast<detail::compute_t<T>>(slice[m])), r);
+    }
+    for (int64_t m = b; m < e; ++m) finish(m, acc[m - b]);
+  });
+}
+
+}  // namespace
+
+void reduce(const ReduceArgs& args) {
+  detail::dispatch_arith(args.in.dtype(), op_name(args.op), [&](auto tag) {
+    reduce_typed<typename decltype(tag)::type>(args);
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,133 @@
+// Highway's foreach_target re-includes this file once per SIMD target.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "cpu/simd.cpp"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+
+#include "cpu/simd.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::cpu::simd::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <class F>
+HWY_INLINE void map_unary(const float* HWY_RESTRICT in, float* HWY_RESTRICT out, size_t n, F f) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + L <= n; i += L) hn::StoreU(f(d, hn::LoadU(d, in + i)), d, out + i);
+  if (i < n) {
+    const size_t rest = n - i;
+    const auto m = hn::FirstN(d, rest);
+    hn::BlendedStore(f(d, hn::MaskedLoad(m, d, in + i)), m, d, out + i);
+  }
+}
+
+bool UnaryF32(UnaryOp op, const float* in, float* out, size_t n) {
+  using D = hn::ScalableTag<float>;
+  using V = hn::Vec<D>;
+  switch (op) {
+    case UnaryOp::Neg: map_unary(in, out, n, [](D, V v) { return hn::Neg(v); }); return true;
+    case UnaryOp::Abs: map_unary(in, out, n, [](D, V v) { return hn::Abs(v); }); return true;
+    case UnaryOp::Sqrt: map_unary(in, out, n, [](D, V v) { return hn::Sqrt(v); }); return true;
+    case UnaryOp::Rsqrt: map_unary(in, out, n, [](D d, V v) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(v)); }); return true;
+    case UnaryOp::Exp: map_unary(in, out, n, [](D d, V v) { return hn::Exp(d, v); }); return true;
+    case UnaryOp::Log: map_unary(in, out, n, [](D d, V v) { return hn::Log(d, v); }); return true;
+    case UnaryOp::Tanh: map_unary(in, out, n, [](D d, V v) { return hn::Tanh(d, v); }); return true;
+    case UnaryOp::Sigmoid:
+      map_unary(in, out, n, [](D d, V v) {
+        const V one = hn::Set(d, 1.0f);
+        return hn::Div(one, hn::Add(one, hn::Exp(d, hn::Neg(v))));
+      });
+      return true;
+    case UnaryOp::Silu:
+      map_unary(in, out, n, [](D d, V v) {
+        const V one = hn::Set(d, 1.0f);
+        return hn::Div(v, hn::Add(one, hn::Exp(d, hn::Neg(v))));
+      });
+      return true;
+    case UnaryOp::GeluTanh:
+      map_unary(in, out, n, [](D d, V x) {
+        const V inner = hn::Mul(hn::Set(d, 0.7978845608028654f),
+                                hn::MulAdd(hn::Mul(hn::Set(d, 0.044715f), hn::Mul(x, x)), x, x));
+        return hn::Mul(hn::Mul(hn::Set(d, 0.5f), x), hn::Add(hn::Set(d, 1.0f), hn::Tanh(d, inner)));
+      });
+      return true;
+    default: return false;  // gelu (erf) has no Highway kernel
+  }
+}
+
+bool BinaryF32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool b_scalar, float* out, size_t n,
+               float alpha) {
+  if (op != BinaryOp::Add && op != BinaryOp::Sub && op != BinaryOp::Mul && op != BinaryOp::Div) return false;
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  const auto va_s = hn::Set(d, a[0]), vb_s = hn::Set(d, b[0]), valpha = hn::Set(d, alpha);
+  auto apply = [&](auto x, auto y) {
+    switch (op) {
+      case BinaryOp::Add: return hn::MulAdd(valpha, y, x);
+      case BinaryOp::Sub: return hn::NegMulAdd(valpha, y, x);
+      case BinaryOp::Mul: return hn::Mul(x, y);
+      default: return hn::Div(x, y);
+    }
+  };
+  size_t i = 0;
+  for (; i + L <= n; i += L) {
+    const auto x = a_scalar ? va_s : hn::LoadU(d, a + i);
+    const auto y = b_scalar ? vb_s : hn::LoadU(d, b + i);
+    hn::StoreU(apply(x, y), d, out + i);
+  }
+  if (i < n) {
+    const size_t rest = n - i;
+    const auto m = hn::FirstN(d, rest);
+    const auto x = a_scalar ? va_s : hn::MaskedLoad(m, d, a + i);
+    const auto y = b_scalar ? vb_s : hn::MaskedLoad(m, d, b + i);
+    hn::BlendedStore(apply(x, y), m, d, out + i);
+  }
+  return true;
+}
+
+// Four vector accumulators per block of 4096, blocks summed in double: close to
+// pairwise summation accuracy at memory speed.
+double SumF32(const float* in, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  double total = 0.0;
+  for (size_t base = 0; base < n; base += 4096) {
+    const size_t m = std::min<size_t>(4096, n - base);
+    const float* p = in + base;
+    auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+    size_t i = 0;
+    for (; i + 4 * L <= m; i += 4 * L) {
+      s0 = hn::Add(s0, hn::LoadU(d, p + i));
+      s1 = hn::Add(s1, hn::LoadU(d, p + i + L));
+      s2 = hn::Add(s2, hn::LoadU(d, p + i + 2 * L));
+      s3 = hn::Add(s3, hn::LoadU(d, p + i + 3 * L));
+    }
+    for (; i + L <= m; i += L) s0 = hn::Add(s0, hn::LoadU(d, p + i));
+    if (i < m) s1 = hn::Add(s1, hn::MaskedLoad(hn::FirstN(d, m - i), d, p + i));
+    total += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3)))));
+  }
+  return total;
+}
+
+}  // namespace kiln::cpu::simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::cpu::simd {
+HWY_EXPORT(UnaryF32);
+HWY_EXPORT(BinaryF32);
+HWY_EXPORT(SumF32);
+
+bool unary_f32(UnaryOp op, const float* in, float* out, size_t n) {
+  return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, in, out, n);
+}
+bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool b_scalar, float* out, size_t n,
+                float alpha) {
+  return HWY_DYNAMIC_DISPATCH(BinaryF32)(op, a, a_scalar, b, b_scalar, out, n, alpha);
+}
+double sum_f32(const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(in, n); }
+}  // namespace kiln::cpu::simd
+#endif

@@ -1,0 +1,18 @@
+// Highway kernels for contiguous float32 runs, compiled for every SIMD target
+// and picked at run time (src/cpu/simd.cpp).
+#pragma once
+
+#include <cstddef>
+
+#include "core/backend.h"
+
+namespace kiln::cpu::simd {
+
+// Each returns false when `op` has no SIMD kernel (the caller then loops).
+bool unary_f32(UnaryOp op, const float* in, float* out, size_t n);
+// a_scalar / b_scalar: that operand is one value broadcast over the run.
+bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool b_scalar, float* out, size_t n,
+                float alpha);
+double sum_f32(const float* in, size_t n);
+
+}  // namespace kiln::cpu::simd

@@ -1,0 +1,36 @@
+// Helpers every CUDA source uses: error checks, the current stream, launch sizes.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/check.h"
+
+namespace kiln::cuda_backend {
+
+[[noreturn]] void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line);
+
+#define KILN_CUDA_CHECK(expr)                                                            \
+  do {                                                                                   \
+    cudaError_t err_ = (expr);                                                           \
+    if (err_ != cudaSuccess) ::kiln::cuda_backend::throw_cuda_error(err_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+// Checks that the last launch was accepted.
+#define KILN_CUDA_CHECK_LAUNCH() KILN_CUDA_CHECK(cudaGetLastError())
+
+// The current stream of the current device for this thread.
+cudaStream_t current_stream();
+int current_device();
+// Multiprocessors of the current device (cached).
+int sm_count();
+
+// Blocks for `items` work items at `threads` per block, capped for grid-stride loops.
+inline unsigned grid_for(int64_t items, int threads, int per_sm = 16) {
+  const int64_t want = (items + threads - 1) / threads;
+  const int64_t cap = static_cast<int64_t>(sm_count()) * per_sm;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(want, cap)));
+}
+
+}  // namespace kiln::cuda_backend

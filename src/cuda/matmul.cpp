@@ -1,0 +1,81 @@
+// CUDA matmul through cuBLAS (strided batched GEMM, fp32 accumulation).
+#include <cublas_v2.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "core/backend.h"
+#include "cuda/common.h"
+
+namespace kiln::cuda_backend {
+
+namespace {
+
+void check_cublas(cublasStatus_t st, const char* what) {
+  KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLAS error ", cublasGetStatusName(st), " in ", what);
+}
+
+cublasHandle_t handle() {
+  static std::mutex mu;
+  static std::unordered_map<int, cublasHandle_t> handles;
+  const int d = current_device();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = handles.find(d);
+  if (it != handles.end()) return it->second;
+  cublasHandle_t h;
+  check_cublas(cublasCreate(&h), "cublasCreate");
+  handles[d] = h;
+  return h;
+}
+
+// A row-major [rows, cols] operand as cuBLAS sees it (column-major): op and ld.
+bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, cublasOperation_t& op, int64_t& ld) {
+  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) {
+    op = CUBLAS_OP_N;
+    ld = rs;
+    return true;
+  }
+  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) {
+    op = CUBLAS_OP_T;
+    ld = cs;
+    return true;
+  }
+  return false;
+}
+
+cudaDataType_t cuda_type(DType d) {
+  switch (d) {
+    case DType::Float32: return CUDA_R_32F;
+    case DType::Float16: return CUDA_R_16F;
+    case DType::BFloat16: return CUDA_R_16BF;
+    default: throw Error(detail::format("matmul: dtype ", dtype_name(d), " is not supported on CUDA"));
+  }
+}
+
+}  // namespace
+
+void matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
+  Tensor a = a_in, b = b_in;
+  const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  cublasOperation_t opa = CUBLAS_OP_N, opb = CUBLAS_OP_N;
+  int64_t lda = 1, ldb = 1;
+  if (!blas_layout(M, K, a.stride(1), a.stride(2), opa, lda)) a = a.contiguous();
+  if (!blas_layout(K, N, b.stride(1), b.stride(2), opb, ldb)) b = b.contiguous();
+  blas_layout(M, K, a.stride(1), a.stride(2), opa, lda);
+  blas_layout(K, N, b.stride(1), b.stride(2), opb, ldb);
+  KILN_CHECK(M < INT32_MAX && N < INT32_MAX && K < INT32_MAX && B < INT32_MAX, "matmul: sizes beyond 2^31 (", M, ", ",
+             N, ", ", K, ") are not supported");
+  cublasHandle_t h = handle();
+  check_cublas(cublasSetStream(h, current_stream()), "cublasSetStream");
+  const float one = 1.0f, zero = 0.0f;
+  const cudaDataType_t t = cuda_type(out.dtype());
+  // Row-major C = A B is column-major C^T = B^T A^T: pass B first.
+  check_cublas(cublasGemmStridedBatchedEx(h, opb, opa, static_cast<int>(N), static_cast<int>(M), static_cast<int>(K),
+                                          &one, b.data_ptr(), t, static_cast<int>(ldb), b.stride(0), a.data_ptr(), t,
+                                          static_cast<int>(lda), a.stride(0), &zero, out.data_ptr(), t,
+                                          static_cast<int>(N), M * N, static_cast<int>(B), CUBLAS_COMPUTE_32F,
+                                          CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx");
+}
+
+}  // namespace kiln::cuda_backend

@@ -1,0 +1,125 @@
+// CUDA runtime glue: errors, device guard, streams and events behind
+// core/cuda_hooks.h, host<->device byte copies.
+#include <cuda_runtime.h>
+
+#include <mutex>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/cuda_hooks.h"
+#include "cuda/common.h"
+#include "kiln/stream.h"
+
+namespace kiln::cuda_backend {
+
+void throw_cuda_error(cudaError_t err, const char* what, const char* file, int line) {
+  throw Error(detail::format("CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ") in ", what,
+                             " at ", file, ":", line));
+}
+
+int current_device() {
+  int d = 0;
+  KILN_CUDA_CHECK(cudaGetDevice(&d));
+  return d;
+}
+
+cudaStream_t current_stream() {
+  return static_cast<cudaStream_t>(Stream::current(Device(DeviceType::CUDA, current_device())).native());
+}
+
+int sm_count() {
+  static std::once_flag once;
+  static std::vector<int> counts;
+  std::call_once(once, [] {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
+    counts.resize(n);
+    for (int i = 0; i < n; ++i) cudaDeviceGetAttribute(&counts[i], cudaDevAttrMultiProcessorCount, i);
+  });
+  const int d = current_device();
+  return d < static_cast<int>(counts.size()) ? counts[d] : 1;
+}
+
+DeviceGuard::DeviceGuard(int index) {
+  KILN_CHECK(cuda::is_available(), "CUDA is not available: ", cuda::availability().reason);
+  KILN_CHECK(index >= 0 && index < cuda::device_count(), "device cuda:", index, " does not exist (",
+             cuda::device_count(), " CUDA devices)");
+  KILN_CUDA_CHECK(cudaGetDevice(&previous_));
+  if (previous_ != index) KILN_CUDA_CHECK(cudaSetDevice(index));
+}
+DeviceGuard::~DeviceGuard() {
+  int now = -1;
+  if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) cudaSetDevice(previous_);
+}
+
+void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes) {
+  if (nbytes == 0) return;
+  const cudaMemcpyKind kind = dst_dev.is_cuda() ? (src_dev.is_cuda() ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+                                                : cudaMemcpyDeviceToHost;
+  cudaStream_t s = current_stream();
+  if (kind == cudaMemcpyDeviceToDevice && dst_dev != src_dev) {
+    KILN_CUDA_CHECK(cudaMemcpyPeerAsync(dst, dst_dev.index, src, src_dev.index, nbytes, s));
+  } else {
+    KILN_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, s));
+  }
+  // The host reads (D2H) or may free (H2D) its buffer right after: wait.
+  if (kind != cudaMemcpyDeviceToDevice) KILN_CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+// ---- streams and events ----
+void* stream_create(int device, int priority) {
+  DeviceGuard g(device);
+  int lo = 0, hi = 0;
+  KILN_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&lo, &hi));
+  const int p = std::max(hi, std::min(lo, priority));
+  cudaStream_t s;
+  KILN_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, p));
+  return s;
+}
+void stream_destroy(int device, void* stream) {
+  int prev = -1;
+  cudaGetDevice(&prev);
+  cudaSetDevice(device);
+  cudaStreamDestroy(static_cast<cudaStream_t>(stream));
+  if (prev >= 0) cudaSetDevice(prev);
+}
+void stream_synchronize(int device, void* stream) {
+  DeviceGuard g(device);
+  KILN_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+bool stream_query(int device, void* stream) {
+  DeviceGuard g(device);
+  const cudaError_t e = cudaStreamQuery(static_cast<cudaStream_t>(stream));
+  if (e == cudaErrorNotReady) return false;
+  KILN_CUDA_CHECK(e);
+  return true;
+}
+void stream_wait_event(int device, void* stream, void* event) {
+  DeviceGuard g(device);
+  KILN_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), static_cast<cudaEvent_t>(event), 0));
+}
+void* event_create(int device, bool timing) {
+  DeviceGuard g(device);
+  cudaEvent_t e;
+  KILN_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));
+  return e;
+}
+void event_destroy(int device, void* event) { cudaEventDestroy(static_cast<cudaEvent_t>(event)); }
+void event_record(int device, void* event, void* stream) {
+  DeviceGuard g(device);
+  KILN_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+void event_synchronize(void* event) { KILN_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(event))); }
+bool event_query(void* event) {
+  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event));
+  if (e == cudaErrorNotReady) return false;
+  KILN_CUDA_CHECK(e);
+  return true;
+}
+float event_elapsed_ms(void* start, void* end) {
+  float ms = 0;
+  KILN_CUDA_CHECK(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)));
+  return ms;
+}
+
+}  // namespace kiln::cuda_backend

@@ -1,0 +1,44 @@
+// Checks shared by the op front doors, so messages read the same everywhere.
+#pragma once
+
+#include "core/check.h"
+#include "kiln/ops.h"
+
+namespace kiln {
+
+inline void check_defined(const char* op, const Tensor& a) {
+  KILN_CHECK(a.defined(), op, ": got an undefined tensor");
+}
+inline void check_defined(const char* op, const Tensor& a, const Tensor& b) {
+  check_defined(op, a);
+  check_defined(op, b);
+}
+inline void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  KILN_CHECK(a.device() == b.device(), op, ": expected all tensors to be on the same device, but found ",
+             a.device().str(), " and ", b.device().str());
+}
+
+// torch.result_type for two tensors: a 0-d tensor only decides the dtype when
+// its category (bool < integer < float < complex) is higher than the other's.
+inline int dtype_category(DType d) {
+  if (d == DType::Bool) return 0;
+  if (is_integral(d, false)) return 1;
+  if (is_floating_point(d)) return 2;
+  return 3;
+}
+inline DType result_type(const char* op, const Tensor& a, const Tensor& b) {
+  try {
+    const bool a0 = a.dim() == 0, b0 = b.dim() == 0;
+    if (a0 != b0) {
+      const Tensor& dimmed = a0 ? b : a;
+      const Tensor& zero = a0 ? a : b;
+      if (dtype_category(zero.dtype()) <= dtype_category(dimmed.dtype())) return dimmed.dtype();
+      return zero.dtype();
+    }
+    return promote_types(a.dtype(), b.dtype());
+  } catch (const Error& e) {
+    throw Error(std::string(op) + ": " + e.what());
+  }
+}
+
+}  // namespace kiln

@@ -1,0 +1,102 @@
+// kiln bench: times kiln's ops alone on one device and prints the same table as
+// bench/bench.py (which adds PyTorch beside it on a GPU machine).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <functional>
+#include <vector>
+
+#include "commands.h"
+#include "kiln/kiln.h"
+
+namespace kiln::tools {
+
+namespace {
+
+struct Case {
+  std::string name;
+  double bytes;  // fewest bytes the op must move
+  double flops;  // 0 for memory-bound cases
+  std::function<void()> run;
+};
+
+double median_us(Device dev, const std::function<void()>& fn, int repeats) {
+  for (int i = 0; i < 3; ++i) fn();  // warm-up: allocator cache, cuBLAS handles
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    if (dev.is_cuda()) {
+      Event start(dev), end(dev);
+      start.record();
+      fn();
+      end.record();
+      end.synchronize();
+      t.push_back(start.elapsed_time(end) * 1000.0);
+    } else {
+      const auto t0 = std::chrono::steady_clock::now();
+      fn();
+      t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+std::vector<Case> make_cases(Device dev, double scale) {
+  const int64_t N = static_cast<int64_t>((dev.is_cuda() ? (1 << 26) : (1 << 24)) * scale) / 4096 * 4096;
+  const int64_t cols = 4096, rows = N / cols;
+  auto x32 = randn({N}, float32, dev), y32 = randn({N}, float32, dev);
+  auto x16 = randn({N}, bfloat16, dev), y16 = randn({N}, bfloat16, dev);
+  auto m32 = x32.view({rows, cols}), m16 = x16.view({rows, cols});
+  auto row = randn({cols}, float32, dev);
+  const int64_t mm = dev.is_cuda() ? 4096 : 1024;
+  auto A = randn({mm, mm}, bfloat16, dev), B = randn({mm, mm}, bfloat16, dev);
+  auto A32 = randn({mm, mm}, float32, dev), B32 = randn({mm, mm}, float32, dev);
+  const double f4 = 4.0 * N, f2 = 2.0 * N;
+  std::vector<Case> c;
+  c.push_back({"copy f32 (clone)", 2 * f4, 0, [=] { x32.clone(); }});
+  c.push_back({"add f32", 3 * f4, 0, [=] { add(x32, y32); }});
+  c.push_back({"mul bf16", 3 * f2, 0, [=] { mul(x16, y16); }});
+  c.push_back({"add f32 row-broadcast", 2 * f4, 0, [=] { add(m32, row); }});
+  c.push_back({"mul f32 by scalar", 2 * f4, 0, [=] { mul(x32, 0.5); }});
+  c.push_back({"exp f32", 2 * f4, 0, [=] { exp(x32); }});
+  c.push_back({"silu bf16", 2 * f2, 0, [=] { silu(x16); }});
+  c.push_back({"gelu f32", 2 * f4, 0, [=] { gelu(x32); }});
+  c.push_back({"lt f32 -> bool", f4 * 2 + N, 0, [=] { lt(x32, y32); }});
+  c.push_back({"cast f32->bf16", f4 + f2, 0, [=] { x32.to(bfloat16); }});
+  c.push_back({"cast bf16->fp8e4m3", f2 + N, 0, [=] { x16.to(float8_e4m3fn); }});
+  c.push_back({"sum f32 all", f4, 0, [=] { sum(x32); }});
+  c.push_back({"sum f32 [R,4096] dim=-1", f4, 0, [=] { sum(m32, {-1}); }});
+  c.push_back({"sum f32 [R,4096] dim=0", f4, 0, [=] { sum(m32, {0}); }});
+  c.push_back({"amax bf16 dim=-1", f2, 0, [=] { amax(m16, {-1}); }});
+  c.push_back({"argmax f32 dim=-1", f4, 0, [=] { argmax(m32, -1); }});
+  c.push_back({"mean bf16 all", f2, 0, [=] { mean(x16); }});
+  c.push_back({"transpose copy f32", 2 * f4, 0, [=] { m32.t().contiguous(); }});
+  c.push_back({"matmul bf16 " + std::to_string(mm), 6.0 * mm * mm, 2.0 * mm * mm * mm, [=] { matmul(A, B); }});
+  c.push_back({"matmul f32 " + std::to_string(mm), 12.0 * mm * mm, 2.0 * mm * mm * mm, [=] { matmul(A32, B32); }});
+  return c;
+}
+
+}  // namespace
+
+int bench(const BenchOptions& opts) {
+  Device dev = opts.device.empty() ? (cuda::is_available() ? Device("cuda") : kCPU) : Device(opts.device);
+  if (dev.is_cuda() && !cuda::is_available())
+    throw Error("bench: CUDA is not available: " + cuda::availability().reason);
+  std::printf("kiln bench on %s%s\n", dev.str().c_str(),
+              dev.is_cuda() ? (" (" + cuda::get_device_properties(dev.index).name + ")").c_str() : "");
+  auto cases = make_cases(dev, opts.scale);
+  double ceiling = 0;  // bytes/us of the copy case: the measured memory ceiling
+  std::printf("%-28s %12s %10s %8s %10s\n", "case", "kiln us", "GB/s", "%copy", "TFLOP/s");
+  for (auto& c : cases) {
+    const bool is_copy = c.name.rfind("copy", 0) == 0;
+    if (!is_copy && !opts.filter.empty() && c.name.find(opts.filter) == std::string::npos) continue;
+    const double us = median_us(dev, c.run, opts.repeats);
+    const double gbs = c.bytes / us / 1e3;
+    if (is_copy) ceiling = gbs;
+    std::printf("%-28s %12.1f %10.1f %7.0f%% %10s\n", c.name.c_str(), us, gbs, ceiling > 0 ? 100 * gbs / ceiling : 0,
+                c.flops > 0 ? std::to_string(c.flops / us / 1e6).substr(0, 6).c_str() : "-");
+  }
+  return 0;
+}
+
+}  // namespace kiln::tools

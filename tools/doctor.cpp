@@ -1,0 +1,36 @@
+#include <omp.h>
+
+#include <cstdio>
+
+#include "commands.h"
+#include "kiln/kiln.h"
+
+namespace kiln::tools {
+
+namespace {
+std::string cuda_version(int v) {
+  if (v <= 0) return "none";
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
+}  // namespace
+
+int doctor() {
+  std::printf("kiln 0.1.0\n");
+  std::printf("cpu: %d threads (OpenMP)\n", omp_get_max_threads());
+  const auto& a = cuda::availability();
+  std::printf("cuda: built %s; runtime %s; driver %s\n", cuda::built_with_cuda() ? "yes" : "no",
+              cuda_version(a.runtime_version).c_str(), cuda_version(a.driver_version).c_str());
+  if (!a.available) {
+    std::printf("cuda: not available: %s\n", a.reason.c_str());
+    return 0;
+  }
+  for (int i = 0; i < a.device_count; ++i) {
+    const auto p = cuda::get_device_properties(i);
+    std::printf("cuda:%d  %s  %.1f GiB  compute capability %d.%d  %d SMs  L2 %.0f MiB%s%s\n", i, p.name.c_str(),
+                p.total_memory / 1073741824.0, p.major, p.minor, p.multiprocessors, p.l2_cache_bytes / 1048576.0,
+                p.usable ? "" : "  NOT USABLE: ", p.reason.c_str());
+  }
+  return 0;
+}
+
+}  // namespace kiln::tools
