@@ -118,7 +118,7 @@ class Tensor {
   Tensor view(const Shape& shape) const;     // throws if strides make it impossible, as torch
   Tensor view(DType dtype) const;            // reinterpret; same itemsize only
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
-  Tensor slice(int64_t dim, std::optional<int64_t> start, std::optional<int64_t> end, int64_t step = 1) const;
+  Tensor slice(int64_t dim, std::optional<int64_t> start = {}, std::optional<int64_t> end = {}, int64_t step = 1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
   Tensor select(int64_t dim, int64_t index) const;
   Tensor transpose(int64_t dim0, int64_t dim1) const;

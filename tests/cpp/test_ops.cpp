@@ -1,0 +1,205 @@
+// Ops on the CPU against element-by-element references computed here in double.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+
+#include "kiln/kiln.h"
+
+using namespace kiln;
+
+namespace {
+std::vector<double> vals(const Tensor& t) { return t.tolist<double>(); }
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double rtol, double atol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << i;
+      continue;
+    }
+    EXPECT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << "at " << i;
+  }
+}
+}  // namespace
+
+TEST(Elementwise, UnaryMatchesLibm) {
+  Generator g(7);
+  auto x = randn({1000}, float32, kCPU, &g);
+  auto xp = add(abs(x), 0.01);
+  const auto xv = vals(x), pv = vals(xp);
+  auto ref = [&](const std::vector<double>& in, std::function<double(double)> f) {
+    std::vector<double> r;
+    for (double v : in) r.push_back(f(v));
+    return r;
+  };
+  expect_close(vals(exp(x)), ref(xv, [](double v) { return std::exp(v); }), 2e-6, 0);
+  expect_close(vals(log(xp)), ref(pv, [](double v) { return std::log(v); }), 2e-6, 1e-7);
+  expect_close(vals(sqrt(xp)), ref(pv, [](double v) { return std::sqrt(v); }), 1e-6, 0);
+  expect_close(vals(rsqrt(xp)), ref(pv, [](double v) { return 1 / std::sqrt(v); }), 1e-6, 0);
+  expect_close(vals(tanh(x)), ref(xv, [](double v) { return std::tanh(v); }), 2e-6, 1e-7);
+  expect_close(vals(sigmoid(x)), ref(xv, [](double v) { return 1 / (1 + std::exp(-v)); }), 2e-6, 0);
+  expect_close(vals(silu(x)), ref(xv, [](double v) { return v / (1 + std::exp(-v)); }), 2e-6, 1e-7);
+  expect_close(vals(gelu(x)), ref(xv, [](double v) { return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))); }), 2e-6, 1e-7);
+  expect_close(vals(gelu(x, "tanh")), ref(xv, [](double v) {
+                 return 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+               }), 2e-6, 1e-7);
+  expect_close(vals(neg(x)), ref(xv, [](double v) { return -v; }), 0, 0);
+  // bf16 rounds the float32 result once
+  auto xb = x.to(bfloat16);
+  expect_close(vals(exp(xb)), ref(vals(xb), [](double v) { return std::exp(v); }), 8e-3, 0);
+  EXPECT_THROW(gelu(x, "fast"), Error);
+  EXPECT_THROW(neg(ones({2}, bool_)), Error);
+  EXPECT_EQ(exp(arange(3)).dtype(), float32);
+}
+
+TEST(Elementwise, BinaryBroadcastAndPromotion) {
+  auto a = arange(6).view({2, 3}).to(float32);
+  auto b = Tensor::from_vector<float>({10, 20, 30}, {3}, float32);
+  EXPECT_EQ(vals(add(a, b)), (std::vector<double>{10, 21, 32, 13, 24, 35}));
+  EXPECT_EQ(vals(sub(a, b, 2)), (std::vector<double>{-20, -39, -58, -17, -36, -55}));
+  EXPECT_EQ(vals(mul(a.t(), b.view({3, 1}))), (std::vector<double>{0, 30, 20, 80, 60, 150}));
+  EXPECT_EQ(div(arange(4), 2).dtype(), float32);
+  EXPECT_EQ(vals(div(arange(4), 2)), (std::vector<double>{0, 0.5, 1, 1.5}));
+  EXPECT_EQ(mul(arange(3), 0.5).dtype(), float32);
+  EXPECT_EQ(add(ones({2}, uint8), ones({2}, int8)).dtype(), int16);
+  EXPECT_EQ(add(ones({2}, bfloat16), ones({2}, float16)).dtype(), float32);
+  EXPECT_EQ(add(ones({2}, bfloat16), full({}, 1.0, float32)).dtype(), bfloat16);  // 0-d does not promote
+  EXPECT_EQ(vals(pow(arange(5), 3)), (std::vector<double>{0, 1, 8, 27, 64}));
+  EXPECT_EQ(pow(arange(5), 3).dtype(), int64);
+  auto nan = full({1}, NAN);
+  EXPECT_TRUE(std::isnan(maximum(nan, ones({1})).item<double>()));
+  EXPECT_THROW(add(ones({2, 3}), ones({4})), Error);
+  EXPECT_THROW(add(ones({2}, float8_e4m3fn), ones({2}, float8_e4m3fn)), Error);
+  EXPECT_THROW(sub(ones({2}, bool_), ones({2}, bool_)), Error);
+  // large and odd-sized contiguous runs (SIMD body plus tail, threaded)
+  auto big = arange(100003).to(float32);
+  auto s = add(big, big, 0.5).tolist<double>();
+  for (int64_t i = 0; i < 100003; i += 997) EXPECT_EQ(s[i], 1.5 * i);
+}
+
+TEST(Elementwise, UnsignedComparisonsAreRight) {
+  auto u = Tensor::from_vector<uint64_t>({0, 1ull << 63, ~0ull}, {3}, uint64);
+  EXPECT_EQ(gt(u, 1).tolist<bool>(), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(lt(u, -1).tolist<bool>(), (std::vector<bool>{false, false, false}));
+  EXPECT_EQ(ge(u, -1).tolist<bool>(), (std::vector<bool>{true, true, true}));
+  auto u8 = Tensor::from_vector<int>({0, 128, 255}, {3}, uint8);
+  EXPECT_EQ(gt(u8, 127).tolist<bool>(), (std::vector<bool>{false, true, true}));
+  EXPECT_EQ(lt(u8, 256).tolist<bool>(), (std::vector<bool>{true, true, true}));
+  EXPECT_EQ(eq(u8, -1).tolist<bool>(), (std::vector<bool>{false, false, false}));
+  auto i8 = Tensor::from_vector<int>({-1, 0, 1}, {3}, int8);
+  EXPECT_EQ(lt(i8, u8).tolist<bool>(), (std::vector<bool>{true, true, true}));  // int16 compare
+  auto u32 = Tensor::from_vector<uint64_t>({0, 3000000000ull}, {2}, uint32);
+  EXPECT_EQ(gt(u32, Tensor::from_vector<uint64_t>({1, 5}, {2}, uint32)).tolist<bool>(),
+            (std::vector<bool>{false, true}));
+}
+
+TEST(Elementwise, WhereAndFill) {
+  auto c = Tensor::from_vector<bool>({true, false, true}, {3}, bool_);
+  EXPECT_EQ(vals(where(c, arange(3), -1)), (std::vector<double>{0, -1, 2}));
+  EXPECT_THROW(where(arange(3), arange(3), arange(3)), Error);
+  EXPECT_EQ(vals(full({2}, 7, int16)), (std::vector<double>{7, 7}));
+  EXPECT_EQ(vals(arange(1, 2, 0.25)), (std::vector<double>{1, 1.25, 1.5, 1.75}));
+  EXPECT_EQ(arange(0, 10, 3).numel(), 4);
+  EXPECT_THROW(arange(0, 10, 0), Error);
+  EXPECT_THROW(arange(5, 0, 1), Error);
+}
+
+TEST(Reduce, MatchNaiveLoops) {
+  Generator g(3);
+  auto x = randn({4, 5, 6}, float32, kCPU, &g);
+  const auto v = vals(x);
+  auto at = [&](int i, int j, int k) { return v[(i * 5 + j) * 6 + k]; };
+  // sum over dims {0, 2}
+  std::vector<double> want(5, 0.0);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int k = 0; k < 6; ++k) want[j] += at(i, j, k);
+  expect_close(vals(sum(x, {0, 2})), want, 1e-5, 1e-5);
+  EXPECT_EQ(sum(x, {0, 2}, true).shape(), (Shape{1, 5, 1}));
+  // mean over dim 0 (outer: the strided path)
+  std::vector<double> m(30, 0.0);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 30; ++j) m[j] += v[i * 30 + j] / 4;
+  expect_close(vals(mean(x, {0})), m, 1e-5, 1e-6);
+  // max/argmax over dim 1 of a transposed view
+  auto xt = x.transpose(1, 2);  // [4, 6, 5]
+  auto [mv, mi] = max(xt, 2);
+  auto mvv = vals(mv), miv = vals(mi);
+  for (int i = 0; i < 4; ++i)
+    for (int k = 0; k < 6; ++k) {
+      int best = 0;
+      for (int j = 1; j < 5; ++j)
+        if (at(i, j, k) > at(i, best, k)) best = j;
+      EXPECT_EQ(miv[i * 6 + k], best);
+      EXPECT_EQ(mvv[i * 6 + k], at(i, best, k));
+    }
+  EXPECT_EQ(argmin(x).item<int64_t>(), std::min_element(v.begin(), v.end()) - v.begin());
+  EXPECT_EQ(sum(arange(101)).item<int64_t>(), 5050);
+  EXPECT_EQ(sum(ones({3}, int8)).dtype(), int64);
+  EXPECT_EQ(prod(arange(1, 6)).item<int64_t>(), 120);
+  EXPECT_EQ(amax(Tensor::from_vector<int>({3, 250, 7}, {3}, uint8)).item<int>(), 250);
+  EXPECT_THROW(mean(arange(3)), Error);
+  EXPECT_THROW(sum(x, {3}), Error);
+  EXPECT_THROW(sum(x, {1, -2}), Error);
+  // first index among ties, NaN wins
+  auto t = Tensor::from_vector<float>({1, 5, 5, 2}, {4}, float32);
+  EXPECT_EQ(argmax(t).item<int64_t>(), 1);
+  auto n = Tensor::from_vector<float>({1, NAN, 5, NAN}, {4}, float32);
+  EXPECT_EQ(argmax(n).item<int64_t>(), 1);
+  EXPECT_TRUE(std::isnan(amax(n).item<double>()));
+  // a long row: blocked float32 summation stays accurate
+  auto big = ones({1 << 22}, float32);
+  EXPECT_EQ(sum(big).item<double>(), static_cast<double>(1 << 22));
+}
+
+TEST(Matmul, MatchesTripleLoop) {
+  Generator g(11);
+  for (DType dt : {float32, bfloat16, float16}) {
+    auto a = randn({3, 4, 5}, float32, kCPU, &g).to(dt);
+    auto b = randn({5, 2}, float32, kCPU, &g).to(dt);
+    auto c = matmul(a, b);
+    ASSERT_EQ(c.shape(), (Shape{3, 4, 2}));
+    const auto av = vals(a), bv = vals(b), cv = vals(c);
+    for (int bi = 0; bi < 3; ++bi)
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 2; ++j) {
+          double s = 0;
+          for (int k = 0; k < 5; ++k) s += av[(bi * 4 + i) * 5 + k] * bv[k * 2 + j];
+          EXPECT_NEAR(cv[(bi * 4 + i) * 2 + j], s, dt == float32 ? 1e-5 : 3e-2 * (1 + std::fabs(s)));
+        }
+  }
+  auto a = randn({4, 5}, float32, kCPU, &g);
+  auto at = a.t().contiguous().t();  // column-major view
+  expect_close(vals(mm(at, a.t())), vals(mm(a, a.t())), 1e-5, 1e-5);
+  expect_close(vals(matmul(arange(3).to(float32), arange(6).to(float32).view({3, 2}))), {10, 13}, 0, 1e-6);
+  EXPECT_THROW(matmul(ones({2, 3}), ones({2, 3})), Error);
+  EXPECT_THROW(matmul(ones({2, 3}), ones({3, 2}, bfloat16)), Error);
+  EXPECT_THROW(bmm(ones({2, 2, 3}), ones({3, 3, 2})), Error);
+  EXPECT_EQ(vals(matmul(ones({2, 0}), ones({0, 3}))), std::vector<double>(6, 0.0));
+}
+
+TEST(Random, SeededAndDistributed) {
+  Generator g1(42), g2(42);
+  auto a = rand({10000}, float32, kCPU, &g1), b = rand({10000}, float32, kCPU, &g2);
+  EXPECT_EQ(a.tolist<float>(), b.tolist<float>());
+  EXPECT_NE(rand({10000}, float32, kCPU, &g1).tolist<float>(), a.tolist<float>());  // the counter moved on
+  const double mu = mean(a).item<double>();
+  EXPECT_NEAR(mu, 0.5, 0.015);
+  EXPECT_GE(amin(a).item<double>(), 0.0);
+  EXPECT_LT(amax(a).item<double>(), 1.0);
+  auto n = randn({100000}, float32, kCPU, &g1);
+  EXPECT_NEAR(mean(n).item<double>(), 0.0, 0.02);
+  EXPECT_NEAR(mean(mul(n, n)).item<double>(), 1.0, 0.02);
+  EXPECT_THROW(rand({2}, int32), Error);
+}
+
+TEST(Memory, CpuAllocationsAreAlignedAndCounted) {
+  const auto before = memory_stats(kCPU).allocated;
+  {
+    auto t = empty({1000}, float32);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % kCpuAlignment, 0u);
+    EXPECT_GE(memory_stats(kCPU).allocated, before + 4000);
+  }
+  EXPECT_EQ(memory_stats(kCPU).allocated, before);
+}
