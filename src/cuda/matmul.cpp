@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/backend.h"
+#include "core/gemm_layout.h"
 #include "cuda/common.h"
 
 namespace kiln::cuda_backend {
@@ -28,21 +29,6 @@ cublasHandle_t handle() {
   return h;
 }
 
-// A row-major [rows, cols] operand as cuBLAS sees it (column-major): op and ld.
-bool blas_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, cublasOperation_t& op, int64_t& ld) {
-  if (cs == 1 && rs >= std::max<int64_t>(cols, 1)) {
-    op = CUBLAS_OP_N;
-    ld = rs;
-    return true;
-  }
-  if (rs == 1 && cs >= std::max<int64_t>(rows, 1)) {
-    op = CUBLAS_OP_T;
-    ld = cs;
-    return true;
-  }
-  return false;
-}
-
 cudaDataType_t cuda_type(DType d) {
   switch (d) {
     case DType::Float32: return CUDA_R_32F;
@@ -57,12 +43,13 @@ cudaDataType_t cuda_type(DType d) {
 void matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-  cublasOperation_t opa = CUBLAS_OP_N, opb = CUBLAS_OP_N;
-  int64_t lda = 1, ldb = 1;
-  if (!blas_layout(M, K, a.stride(1), a.stride(2), opa, lda)) a = a.contiguous();
-  if (!blas_layout(K, N, b.stride(1), b.stride(2), opb, ldb)) b = b.contiguous();
-  blas_layout(M, K, a.stride(1), a.stride(2), opa, lda);
-  blas_layout(K, N, b.stride(1), b.stride(2), opb, ldb);
+  if (!gemm_operand(M, K, a.stride(1), a.stride(2))) a = a.contiguous();
+  if (!gemm_operand(K, N, b.stride(1), b.stride(2))) b = b.contiguous();
+  const GemmOperand ga = *gemm_operand(M, K, a.stride(1), a.stride(2));
+  const GemmOperand gb = *gemm_operand(K, N, b.stride(1), b.stride(2));
+  const cublasOperation_t opa = ga.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t opb = gb.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int64_t lda = ga.ld, ldb = gb.ld;
   KILN_CHECK(M < INT32_MAX && N < INT32_MAX && K < INT32_MAX && B < INT32_MAX, "matmul: sizes beyond 2^31 (", M, ", ",
              N, ", ", K, ") are not supported");
   cublasHandle_t h = handle();

@@ -125,23 +125,24 @@ std::pair<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
   return {v, idx};
 }
 
-Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
-  check_reducible("argmax", a, true);
+namespace {
+Tensor arg_extreme(const char* name, ReduceOp op, const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  check_reducible(name, a, true);
+  Tensor idx;
   if (!dim) {
-    Tensor idx;
-    run(ReduceOp::Max, a.reshape({-1}), {0}, false, a.dtype(), &idx);
+    run(op, a.reshape({-1}), {0}, false, a.dtype(), &idx);
     return keepdim ? idx.view(Shape(a.dim(), 1)) : idx;
   }
-  return max(a, *dim, keepdim).second;
+  run(op, a, {*dim}, keepdim, a.dtype(), &idx);
+  return idx;
+}
+}  // namespace
+
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
+  return arg_extreme("argmax", ReduceOp::Max, a, dim, keepdim);
 }
 Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
-  check_reducible("argmin", a, true);
-  if (!dim) {
-    Tensor idx;
-    run(ReduceOp::Min, a.reshape({-1}), {0}, false, a.dtype(), &idx);
-    return keepdim ? idx.view(Shape(a.dim(), 1)) : idx;
-  }
-  return min(a, *dim, keepdim).second;
+  return arg_extreme("argmin", ReduceOp::Min, a, dim, keepdim);
 }
 
 }  // namespace kiln
