@@ -8,17 +8,13 @@
 
 namespace kiln::cpu {
 
-
 void matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   const bool wide = a_in.dtype() != DType::Float32;
   Tensor a = wide ? a_in.to(DType::Float32) : a_in;
   Tensor b = wide ? b_in.to(DType::Float32) : b_in;
   Tensor c = wide ? Tensor::empty(out.shape(), DType::Float32, kCPU) : out;
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-  if (!gemm_operand(M, K, a.stride(1), a.stride(2))) a = a.contiguous();
-  if (!gemm_operand(K, N, b.stride(1), b.stride(2))) b = b.contiguous();
-  const GemmOperand ga = *gemm_operand(M, K, a.stride(1), a.stride(2));
-  const GemmOperand gb = *gemm_operand(K, N, b.stride(1), b.stride(2));
+  const GemmOperand ga = gemm_ready(a), gb = gemm_ready(b);
   const CBLAS_TRANSPOSE ta = ga.transposed ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE tb = gb.transposed ? CblasTrans : CblasNoTrans;
   const int64_t lda = ga.ld, ldb = gb.ld;

@@ -43,10 +43,7 @@ cudaDataType_t cuda_type(DType d) {
 void matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
-  if (!gemm_operand(M, K, a.stride(1), a.stride(2))) a = a.contiguous();
-  if (!gemm_operand(K, N, b.stride(1), b.stride(2))) b = b.contiguous();
-  const GemmOperand ga = *gemm_operand(M, K, a.stride(1), a.stride(2));
-  const GemmOperand gb = *gemm_operand(K, N, b.stride(1), b.stride(2));
+  const GemmOperand ga = gemm_ready(a), gb = gemm_ready(b);
   const cublasOperation_t opa = ga.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t opb = gb.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int64_t lda = ga.ld, ldb = gb.ld;
