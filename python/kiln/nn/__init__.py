@@ -1,0 +1,2 @@
+"""kiln.nn: torch.nn-style namespaces."""
+from . import functional  # noqa: F401

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Packs what the GPU machine needs into .gpu/bundle.tgz: the CLI, the C++ tests,
+# libkiln.a (for the Python module, which must be built there for its Python) and
+# the shared libraries that machine lacks (Highway, OpenBLAS and theirs).
+# Then, on the device: `scripts/gpu-run.sh` (carry .gpu).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -f build/libkiln.a ] || scripts/build.sh
+stage=$(mktemp -d)
+mkdir -p "$stage/lib" .gpu
+cp build/kiln build/tests/kiln_tests build/libkiln.a "$stage/"
+strip "$stage/kiln" "$stage/kiln_tests"
+for l in libhwy.so.1 libopenblas.so.0 libgomp.so.1 libgfortran.so.5 libquadmath.so.0; do
+  cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"
+done
+tar czf .gpu/bundle.tgz -C "$stage" .
+rm -rf "$stage"
+ls -la .gpu/bundle.tgz

@@ -1,0 +1,224 @@
+// kiln's ops in Python, with torch's names and argument conventions; Python
+// numbers are accepted wherever torch accepts them.
+#include <pybind11/functional.h>
+
+#include "core/check.h"
+#include "python/convert.h"
+
+namespace kiln::python {
+namespace {
+
+using TT = Tensor (*)(const Tensor&, const Tensor&);
+using TS = Tensor (*)(const Tensor&, const Scalar&);
+
+// f(tensor, tensor) or f(tensor, number); a number on the left becomes a 0-d tensor.
+Tensor binary(const char* name, TT tt, TS ts, py::handle a, py::handle b) {
+  if (py::isinstance<Tensor>(a)) {
+    const Tensor& x = a.cast<const Tensor&>();
+    if (py::isinstance<Tensor>(b)) return tt(x, b.cast<const Tensor&>());
+    return ts(x, to_scalar(b, name));
+  }
+  KILN_CHECK(py::isinstance<Tensor>(b), name, ": expected at least one kiln.Tensor argument");
+  const Tensor& y = b.cast<const Tensor&>();
+  return tt(as_tensor_like(a, y, name), y);
+}
+
+std::optional<DType> opt_dtype(py::handle d) {
+  if (d.is_none()) return std::nullopt;
+  return d.cast<DType>();
+}
+
+Shape shape_arg(py::args args) {
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return args[0].cast<Shape>();
+  Shape s;
+  for (auto a : args) s.push_back(a.cast<int64_t>());
+  return s;
+}
+
+// (values, indices) as torch's return_types: attribute access and tuple unpacking.
+py::object values_indices(const std::pair<Tensor, Tensor>& r) {
+  static py::object nt = py::module_::import("collections").attr("namedtuple")("values_indices", "values indices");
+  return nt(r.first, r.second);
+}
+
+py::object max_like(bool is_max, py::handle a, py::handle dim_or_other, bool keepdim) {
+  const Tensor& x = a.cast<const Tensor&>();
+  if (dim_or_other.is_none()) return py::cast(is_max ? max(x) : min(x));
+  if (py::isinstance<Tensor>(dim_or_other))
+    return py::cast(is_max ? maximum(x, dim_or_other.cast<Tensor>()) : minimum(x, dim_or_other.cast<Tensor>()));
+  const int64_t dim = dim_or_other.cast<int64_t>();
+  return values_indices(is_max ? max(x, dim, keepdim) : min(x, dim, keepdim));
+}
+
+Tensor add_tt(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor sub_tt(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor add_ts(const Tensor& a, const Scalar& b) { return add(a, b); }
+Tensor sub_ts(const Tensor& a, const Scalar& b) { return sub(a, b); }
+
+void def_binary(py::module_& m, py::class_<Tensor>& cls, const char* name, TT tt, TS ts) {
+  m.def(name, [name, tt, ts](py::object a, py::object b) { return binary(name, tt, ts, a, b); });
+  cls.def(name, [name, tt, ts](py::object a, py::object b) { return binary(name, tt, ts, a, b); });
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  auto cls = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
+  using py::arg;
+  const auto none = py::none();
+
+  // ---- creation ----
+  m.def("empty", [](py::args a, py::object dtype, py::object device) {
+    return empty(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device));
+  }, arg("dtype") = none, arg("device") = none);
+  m.def("zeros", [](py::args a, py::object dtype, py::object device) {
+    return zeros(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device));
+  }, arg("dtype") = none, arg("device") = none);
+  m.def("ones", [](py::args a, py::object dtype, py::object device) {
+    return ones(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device));
+  }, arg("dtype") = none, arg("device") = none);
+  m.def("full", [](const Shape& shape, py::object value, py::object dtype, py::object device) {
+    const Scalar v = to_scalar(value, "full");
+    DType d = v.is_complex() ? complex64 : v.is_floating_point() ? float32 : v.kind() == Scalar::Kind::Bool ? bool_ : int64;
+    return full(shape, v, opt_dtype(dtype).value_or(d), to_device(device));
+  }, arg("size"), arg("fill_value"), arg("dtype") = none, arg("device") = none);
+  m.def("arange", [](py::object a, py::object b, py::object step, py::object dtype, py::object device) {
+    if (b.is_none()) return arange(Scalar(0), to_scalar(a, "arange"), to_scalar(step, "arange"), opt_dtype(dtype), to_device(device));
+    return arange(to_scalar(a, "arange"), to_scalar(b, "arange"), to_scalar(step, "arange"), opt_dtype(dtype),
+                  to_device(device));
+  }, arg("start"), arg("end") = none, arg("step") = 1, arg("dtype") = none, arg("device") = none);
+  m.def("empty_like", &empty_like);
+  m.def("zeros_like", &zeros_like);
+  m.def("ones_like", &ones_like);
+  m.def("full_like", [](const Tensor& t, py::object v) { return full_like(t, to_scalar(v, "full_like")); });
+  m.def("rand", [](py::args a, py::object dtype, py::object device, Generator* gen) {
+    return rand(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device), gen);
+  }, arg("dtype") = none, arg("device") = none, arg("generator") = none);
+  m.def("randn", [](py::args a, py::object dtype, py::object device, Generator* gen) {
+    return randn(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device), gen);
+  }, arg("dtype") = none, arg("device") = none, arg("generator") = none);
+  cls.def("uniform_", [](Tensor& t, double lo, double hi, Generator* g) { uniform_(t, lo, hi, g); return t; },
+          arg("from") = 0.0, arg("to") = 1.0, arg("generator") = none);
+  cls.def("normal_", [](Tensor& t, double mean, double std, Generator* g) { normal_(t, mean, std, g); return t; },
+          arg("mean") = 0.0, arg("std") = 1.0, arg("generator") = none);
+
+  // ---- elementwise ----
+  m.def("add", [](py::object a, py::object b, py::object alpha) {
+    if (py::isinstance<Tensor>(a) && py::isinstance<Tensor>(b))
+      return add(a.cast<Tensor>(), b.cast<Tensor>(), to_scalar(alpha, "add"));
+    KILN_CHECK(to_scalar(alpha, "add").to_double() == 1.0, "add: alpha needs two tensors");
+    return binary("add", add_tt, add_ts, a, b);
+  }, arg("input"), arg("other"), py::kw_only(), arg("alpha") = 1);
+  m.def("sub", [](py::object a, py::object b, py::object alpha) {
+    if (py::isinstance<Tensor>(a) && py::isinstance<Tensor>(b))
+      return sub(a.cast<Tensor>(), b.cast<Tensor>(), to_scalar(alpha, "sub"));
+    KILN_CHECK(to_scalar(alpha, "sub").to_double() == 1.0, "sub: alpha needs two tensors");
+    return binary("sub", sub_tt, sub_ts, a, b);
+  }, arg("input"), arg("other"), py::kw_only(), arg("alpha") = 1);
+  def_binary(m, cls, "mul", mul, mul);
+  def_binary(m, cls, "div", div, div);
+  def_binary(m, cls, "pow", pow, pow);
+  def_binary(m, cls, "eq", eq, eq);
+  def_binary(m, cls, "ne", ne, ne);
+  def_binary(m, cls, "lt", lt, lt);
+  def_binary(m, cls, "le", le, le);
+  def_binary(m, cls, "gt", gt, gt);
+  def_binary(m, cls, "ge", ge, ge);
+  m.def("maximum", &maximum);
+  m.def("minimum", &minimum);
+  cls.def("maximum", &maximum);
+  cls.def("minimum", &minimum);
+  cls.def("add", [](const Tensor& a, py::object b, py::object alpha) {
+    if (py::isinstance<Tensor>(b)) return add(a, b.cast<Tensor>(), to_scalar(alpha, "add"));
+    return add(a, to_scalar(b, "add"));
+  }, arg("other"), py::kw_only(), arg("alpha") = 1);
+  cls.def("sub", [](const Tensor& a, py::object b, py::object alpha) {
+    if (py::isinstance<Tensor>(b)) return sub(a, b.cast<Tensor>(), to_scalar(alpha, "sub"));
+    return sub(a, to_scalar(b, "sub"));
+  }, arg("other"), py::kw_only(), arg("alpha") = 1);
+
+  // Python operators; a number on either side.
+  struct Op {
+    const char* name;
+    const char* rname;
+    TT tt;
+    TS ts;
+  };
+  static const Op ops[] = {{"__add__", "__radd__", add_tt, add_ts},
+                           {"__sub__", "__rsub__", sub_tt, sub_ts},
+                           {"__mul__", "__rmul__", mul, mul},
+                           {"__truediv__", "__rtruediv__", div, div},
+                           {"__pow__", "__rpow__", pow, pow}};
+  for (const Op& op : ops) {
+    cls.def(op.name, [&op](py::object a, py::object b) { return binary(op.name, op.tt, op.ts, a, b); },
+            py::is_operator());
+    cls.def(op.rname, [&op](py::object a, py::object b) { return binary(op.rname, op.tt, op.ts, b, a); },
+            py::is_operator());
+  }
+  static const Op cmps[] = {{"__eq__", "", eq, eq}, {"__ne__", "", ne, ne}, {"__lt__", "", lt, lt},
+                            {"__le__", "", le, le}, {"__gt__", "", gt, gt}, {"__ge__", "", ge, ge}};
+  for (const Op& op : cmps)
+    cls.def(op.name, [&op](py::object a, py::object b) { return binary(op.name, op.tt, op.ts, a, b); },
+            py::is_operator());
+  cls.def("__hash__", [](py::object self) { return py::hash(py::int_(reinterpret_cast<uintptr_t>(self.ptr()))); });
+  cls.def("__neg__", &neg);
+
+  using U = Tensor (*)(const Tensor&);
+  static const std::pair<const char*, U> unary[] = {
+      {"neg", neg}, {"abs", abs}, {"exp", exp}, {"log", log}, {"sqrt", sqrt}, {"rsqrt", rsqrt},
+      {"tanh", tanh}, {"sigmoid", sigmoid}, {"silu", silu}};
+  for (const auto& [name, fn] : unary) {
+    m.def(name, fn, arg("input"));
+    cls.def(name, fn);
+  }
+  cls.def("__abs__", &abs);
+  m.def("gelu", &gelu, arg("input"), arg("approximate") = "none");
+  m.def("where", [](const Tensor& c, py::object a, py::object b) {
+    if (py::isinstance<Tensor>(a) && py::isinstance<Tensor>(b)) return where(c, a.cast<Tensor>(), b.cast<Tensor>());
+    if (py::isinstance<Tensor>(b)) return where(c, to_scalar(a, "where"), b.cast<Tensor>());
+    if (py::isinstance<Tensor>(a)) return where(c, a.cast<Tensor>(), to_scalar(b, "where"));
+    return where(c, scalar_tensor(to_scalar(a, "where"), c.device()), to_scalar(b, "where"));
+  }, arg("condition"), arg("input"), arg("other"));
+
+  // ---- reductions ----
+  using R = Tensor (*)(const Tensor&, const std::vector<int64_t>&, bool, std::optional<DType>);
+  static const std::pair<const char*, R> reductions[] = {{"sum", sum}, {"mean", mean}, {"prod", prod}};
+  for (const auto& [name, fn] : reductions) {
+    auto f = [fn = fn](const Tensor& t, py::object dim, bool keepdim, py::object dtype) {
+      return fn(t, to_dims(dim), keepdim, opt_dtype(dtype));
+    };
+    m.def(name, f, arg("input"), arg("dim") = none, arg("keepdim") = false, py::kw_only(), arg("dtype") = none);
+    cls.def(name, f, arg("dim") = none, arg("keepdim") = false, py::kw_only(), arg("dtype") = none);
+  }
+  using E = Tensor (*)(const Tensor&, const std::vector<int64_t>&, bool);
+  static const std::pair<const char*, E> extremes[] = {{"amax", amax}, {"amin", amin}};
+  for (const auto& [name, fn] : extremes) {
+    auto f = [fn = fn](const Tensor& t, py::object dim, bool keepdim) { return fn(t, to_dims(dim), keepdim); };
+    m.def(name, f, arg("input"), arg("dim") = none, arg("keepdim") = false);
+    cls.def(name, f, arg("dim") = none, arg("keepdim") = false);
+  }
+  for (bool is_max : {true, false}) {
+    auto f = [is_max](py::object t, py::object dim, bool keepdim) { return max_like(is_max, t, dim, keepdim); };
+    m.def(is_max ? "max" : "min", f, arg("input"), arg("dim") = none, arg("keepdim") = false);
+    cls.def(is_max ? "max" : "min", f, arg("dim") = none, arg("keepdim") = false);
+    auto g = [is_max](const Tensor& t, std::optional<int64_t> dim, bool keepdim) {
+      return is_max ? argmax(t, dim, keepdim) : argmin(t, dim, keepdim);
+    };
+    m.def(is_max ? "argmax" : "argmin", g, arg("input"), arg("dim") = none, arg("keepdim") = false);
+    cls.def(is_max ? "argmax" : "argmin", g, arg("dim") = none, arg("keepdim") = false);
+  }
+
+  // ---- linear algebra ----
+  m.def("matmul", &matmul, py::call_guard<py::gil_scoped_release>());
+  m.def("mm", &mm, py::call_guard<py::gil_scoped_release>());
+  m.def("bmm", &bmm, py::call_guard<py::gil_scoped_release>());
+  cls.def("matmul", &matmul);
+  cls.def("__matmul__", &matmul, py::is_operator());
+  m.def("broadcast_shapes", [](py::args shapes) {
+    Shape out;
+    for (auto s : shapes) out = broadcast_shapes(out, s.cast<Shape>());
+    return out;
+  });
+}
+
+}  // namespace kiln::python

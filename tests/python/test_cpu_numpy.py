@@ -1,0 +1,192 @@
+"""kiln's Python module on the CPU, checked against numpy on the same inputs."""
+import unittest
+
+import numpy as np
+
+import kiln
+
+RNG = np.random.default_rng(0)
+
+
+def npy(t):
+    return np.from_dlpack(t)
+
+
+class DLPack(unittest.TestCase):
+    def test_numpy_to_kiln_shares_memory(self):
+        a = np.arange(24, dtype=np.float32).reshape(4, 6)[1:, ::2]  # strided view
+        t = kiln.from_dlpack(a)
+        self.assertEqual(t.shape, a.shape)
+        self.assertEqual(t.stride(), tuple(s // 4 for s in a.strides))
+        self.assertEqual(t.tolist(), a.tolist())
+        a[0, 0] = -7.0  # same memory: kiln sees it
+        self.assertEqual(t[0, 0].item(), -7.0)
+
+    def test_kiln_to_numpy_shares_memory(self):
+        t = kiln.arange(10, dtype=kiln.int32)
+        a = np.from_dlpack(t)
+        self.assertEqual(a.dtype, np.int32)
+        t[3] = 100
+        self.assertEqual(a[3], 100)
+        self.assertEqual(a.ctypes.data, t.data_ptr())
+
+    def test_round_trip_every_numpy_dtype(self):
+        for dt, kd in [(np.float32, kiln.float32), (np.float16, kiln.float16), (np.int8, kiln.int8),
+                       (np.int16, kiln.int16), (np.int32, kiln.int32), (np.int64, kiln.int64),
+                       (np.uint8, kiln.uint8), (np.uint16, kiln.uint16), (np.uint32, kiln.uint32),
+                       (np.uint64, kiln.uint64), (np.complex64, kiln.complex64)]:
+            a = (RNG.standard_normal((3, 5)) * 50).astype(dt)
+            t = kiln.from_dlpack(a)
+            self.assertEqual(t.dtype, kd)
+            np.testing.assert_array_equal(np.from_dlpack(t), a)
+
+    def test_views_export_their_offset(self):
+        t = kiln.arange(20, dtype=kiln.float32).reshape(4, 5)
+        v = t[1:3, 2:]
+        np.testing.assert_array_equal(np.from_dlpack(v), np.arange(20, dtype=np.float32).reshape(4, 5)[1:3, 2:])
+
+    def test_zero_size_and_zero_dim(self):
+        z = kiln.from_dlpack(np.zeros((0, 3), dtype=np.float32))
+        self.assertEqual(z.shape, (0, 3))
+        self.assertEqual(z.sum(0).tolist(), [0.0, 0.0, 0.0])
+        s = kiln.from_dlpack(np.array(2.5, dtype=np.float32))
+        self.assertEqual(s.shape, ())
+        self.assertEqual(s.item(), 2.5)
+        self.assertEqual(np.from_dlpack(kiln.zeros(0, 4)).shape, (0, 4))
+
+    def test_unsupported_dtype_is_a_clear_error(self):
+        with self.assertRaisesRegex(kiln.Error, "64 bits"):
+            kiln.from_dlpack(np.zeros(3))  # float64
+        with self.assertRaisesRegex(kiln.Error, "no __dlpack__"):
+            kiln.from_dlpack([1, 2, 3])
+
+
+class Ops(unittest.TestCase):
+    def assertClose(self, t, ref, rtol=1e-5, atol=1e-6):
+        np.testing.assert_allclose(npy(t.contiguous()), ref, rtol=rtol, atol=atol)
+
+    def test_elementwise_with_broadcasting(self):
+        a = RNG.standard_normal((4, 1, 5)).astype(np.float32)
+        b = RNG.standard_normal((3, 1)).astype(np.float32)
+        ka, kb = kiln.from_dlpack(a), kiln.from_dlpack(b)
+        self.assertClose(ka + kb, a + b)
+        self.assertClose(ka - kb, a - b)
+        self.assertClose(ka * kb, a * b)
+        self.assertClose(ka / kb, a / b)
+        self.assertClose(2 - ka, 2 - a)
+        self.assertClose(1 / (kb * kb + 1), 1 / (b * b + 1))
+        self.assertClose(kiln.maximum(ka, kb), np.maximum(a, b))
+        np.testing.assert_array_equal(npy((ka < kb).to(kiln.uint8)), a < b)  # numpy 1.24 lacks DLPack bool
+        pos = np.abs(a) + 0.1
+        kp = kiln.from_dlpack(pos)
+        for kf, nf in [(kiln.exp, np.exp), (kiln.log, np.log), (kiln.sqrt, np.sqrt), (kiln.tanh, np.tanh),
+                       (kiln.abs, np.abs)]:
+            self.assertClose(kf(kp), nf(pos), rtol=2e-6)
+        self.assertClose(kiln.rsqrt(kp), 1 / np.sqrt(pos), rtol=2e-6)
+        self.assertClose(kiln.sigmoid(ka), 1 / (1 + np.exp(-a)), rtol=2e-6)
+        self.assertClose(kiln.nn.functional.silu(ka), a / (1 + np.exp(-a)), rtol=2e-6)
+        self.assertClose(ka ** 2, a ** 2)
+
+    def test_where(self):
+        c = RNG.random((3, 4)) > 0.5
+        a = RNG.standard_normal((3, 4)).astype(np.float32)
+        kc = kiln.from_dlpack(a) > 0  # bool tensor from kiln itself
+        self.assertClose(kiln.where(kc, kiln.from_dlpack(a), 0.0), np.where(a > 0, a, 0))
+        del c
+
+    def test_reductions(self):
+        a = RNG.standard_normal((3, 4, 5)).astype(np.float32)
+        ka = kiln.from_dlpack(a)
+        for dims in [None, 0, 1, 2, (0, 2), (-1, -2)]:
+            for keepdim in (False, True):
+                ref = lambda f: f(a, axis=dims, keepdims=keepdim)  # noqa: E731
+                self.assertClose(ka.sum(dims, keepdim), ref(np.sum), rtol=1e-5)
+                self.assertClose(ka.mean(dims, keepdim), ref(np.mean), rtol=1e-5)
+                self.assertClose(ka.amax(dims, keepdim), ref(np.max))
+                self.assertClose(ka.amin(dims, keepdim), ref(np.min))
+                self.assertClose(ka.prod(dims, keepdim), ref(np.prod), rtol=1e-5)
+        np.testing.assert_array_equal(npy(ka.argmax(1)), a.argmax(1))
+        np.testing.assert_array_equal(npy(ka.argmin(-1)), a.argmin(-1))
+        self.assertEqual(ka.argmax().item(), a.argmax())
+        values, indices = ka.max(2)
+        self.assertClose(values, a.max(2))
+        np.testing.assert_array_equal(npy(indices), a.argmax(2))
+
+    def test_matmul(self):
+        a = RNG.standard_normal((2, 3, 7, 5)).astype(np.float32)
+        b = RNG.standard_normal((3, 5, 4)).astype(np.float32)
+        self.assertClose(kiln.matmul(kiln.from_dlpack(a), kiln.from_dlpack(b)), a @ b, rtol=1e-5, atol=1e-5)
+        w = RNG.standard_normal((6, 5)).astype(np.float32)
+        bias = RNG.standard_normal(6).astype(np.float32)
+        x = RNG.standard_normal((2, 3, 5)).astype(np.float32)
+        y = kiln.nn.functional.linear(kiln.from_dlpack(x), kiln.from_dlpack(w), kiln.from_dlpack(bias))
+        self.assertClose(y, x @ w.T + bias, rtol=1e-5, atol=1e-5)
+
+    def test_indexing_matches_numpy(self):
+        a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+        t = kiln.from_dlpack(a)
+        for key in [1, -1, (1, 2), (slice(None), 2), (..., 3), (None, 1), (slice(1, None), None, slice(0, 4, 2)),
+                    (0, ..., None), slice(None, None, 2)]:
+            np.testing.assert_array_equal(npy(t[key].contiguous()), a[key])
+        with self.assertRaisesRegex(kiln.Error, "out of bounds"):
+            t[3]
+        with self.assertRaisesRegex(kiln.Error, "too many indices"):
+            t[0, 0, 0, 0]
+        with self.assertRaises(kiln.NotImplementedError):
+            t[[0, 1]]
+
+    def test_tensor_and_tolist(self):
+        self.assertEqual(kiln.tensor([[1, 2], [3, 4]]).dtype, kiln.int64)
+        self.assertEqual(kiln.tensor([1.5, 2]).dtype, kiln.float32)
+        self.assertEqual(kiln.tensor([True, False]).tolist(), [True, False])
+        self.assertEqual(kiln.tensor(3).tolist(), 3)
+        self.assertEqual(kiln.tensor([[1, 2]], dtype=kiln.uint8).tolist(), [[1, 2]])
+        with self.assertRaisesRegex(ValueError, "expected a sequence of length 2"):
+            kiln.tensor([[1, 2], [3]])
+
+    def test_bad_input_raises_with_values(self):
+        a, b = kiln.zeros(2, 3), kiln.zeros(4, 3)
+        with self.assertRaisesRegex(kiln.Error, r"\[2, 3\].*\[4, 3\]"):
+            a + b
+        with self.assertRaisesRegex(kiln.Error, "view"):
+            a.t().view(6)
+        with self.assertRaisesRegex(kiln.Error, "matmul"):
+            kiln.matmul(a, b)
+
+    def test_fp8_casts_match_an_independent_decoder(self):
+        # every e4m3fn code decoded by kiln equals the format's formula
+        codes = kiln.arange(256, dtype=kiln.int32).to(kiln.uint8).view(kiln.float8_e4m3fn)
+        got = np.from_dlpack(codes.to(kiln.float32))
+        for c in range(256):
+            s, e, m = c >> 7, (c >> 3) & 15, c & 7
+            if e == 15 and m == 7:
+                self.assertTrue(np.isnan(got[c]))
+                continue
+            v = (m / 8) * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+            self.assertEqual(got[c], -v if s else v, c)
+        big = kiln.tensor([500.0, -1e30, float("inf"), float("nan")])
+        sat = big.to(kiln.float8_e4m3fn).to(kiln.float32).tolist()
+        self.assertEqual(sat[:3], [448.0, -448.0, 448.0])
+        self.assertTrue(np.isnan(sat[3]))
+        old = big.to(kiln.float8_e4m3fn, saturate=False).to(kiln.float32).tolist()
+        self.assertTrue(all(np.isnan(old)))
+
+
+class Runtime(unittest.TestCase):
+    def test_names_follow_torch(self):
+        self.assertEqual(repr(kiln.float8_e4m3fn), "kiln.float8_e4m3fn")
+        self.assertEqual(kiln.bfloat16.itemsize, 2)
+        self.assertEqual(str(kiln.device("cuda:1")), "cuda:1")
+        self.assertEqual(kiln.zeros(2).to(kiln.float16).dtype, kiln.float16)
+        self.assertEqual(kiln.promote_types(kiln.int8, kiln.uint8), kiln.int16)
+
+    def test_cuda_availability_has_a_reason(self):
+        a = kiln.cuda.availability()
+        if not a.available:
+            self.assertTrue(a.reason)
+            with self.assertRaisesRegex(kiln.Error, "CUDA is not available"):
+                kiln.zeros(2, device="cuda")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,198 @@
+"""kiln on CUDA checked op by op against PyTorch on the same tensors (GPU machine).
+
+Skipped where torch or a CUDA device is missing (CI). Run there with
+    PYTHONPATH=build/python python3 -m unittest discover -s tests/python -v
+"""
+import math
+import unittest
+
+import kiln
+
+try:
+    import torch
+    HAVE = torch.cuda.is_available() and kiln.cuda.is_available()
+except ImportError:  # CI has no torch
+    torch, HAVE = None, False
+
+DEV = "cuda"
+
+
+def k(t):
+    return kiln.from_dlpack(t)
+
+
+def T(t):
+    return torch.from_dlpack(t)
+
+
+@unittest.skipUnless(HAVE, "needs torch with CUDA and a CUDA device for kiln")
+class TorchParity(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        torch.manual_seed(0)
+        cls.guard = kiln.cuda.use_torch_stream()
+        cls.guard.__enter__()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.guard.__exit__(None, None, None)
+
+    def assertSame(self, kt, ref, rtol=0.0, atol=0.0, msg=None):
+        got = T(kt)
+        self.assertEqual(tuple(got.shape), tuple(ref.shape), msg)
+        self.assertEqual(got.dtype, ref.dtype, msg)
+        if rtol == 0 and atol == 0:
+            if got.dtype.is_floating_point and got.element_size() <= 2 or got.dtype in (torch.float32,):
+                bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[got.element_size()]
+                same = got.contiguous().view(bits) == ref.contiguous().view(bits)
+                both_nan = torch.isnan(got.float()) & torch.isnan(ref.float())
+                self.assertTrue(bool((same | both_nan).all()), msg)
+            else:
+                self.assertTrue(torch.equal(got, ref), msg)
+        else:
+            torch.testing.assert_close(got, ref, rtol=rtol, atol=atol, equal_nan=True, msg=msg)
+
+    # ---- DLPack both ways, no copy ----
+    def test_dlpack_shares_cuda_memory(self):
+        x = torch.randn(64, 33, device=DEV)[:, 1:]
+        kx = k(x)
+        self.assertEqual(kx.data_ptr(), x.data_ptr())
+        self.assertEqual(kx.stride(), x.stride())
+        y = T(kx * 2)
+        torch.testing.assert_close(y, x * 2)
+        back = T(kx)
+        self.assertEqual(back.data_ptr(), x.data_ptr())
+        z = T(kiln.zeros(0, 5, device=DEV))
+        self.assertEqual(tuple(z.shape), (0, 5))
+
+    def test_dlpack_orders_work_across_streams(self):
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            big = torch.ones(1 << 24, device=DEV)
+            big.mul_(3)
+        kb = k(big)  # kiln's stream waits for s
+        self.assertEqual(kb.sum().item(), 3.0 * (1 << 24))
+
+    # ---- casts: every pair, bit-exact; fp8 both rules ----
+    def test_casts_bit_exact(self):
+        src = torch.cat([torch.randn(4096, device=DEV) * 100, torch.tensor(
+            [0.0, -0.0, 1e-8, -1e-8, 65504.0, 65520.0, 1e38, 3e38, float("inf"), -float("inf"), float("nan"),
+             447.9, 448.0, 463.9, 464.0, 464.1, 57344.0, 61440.0, 0.5 ** 9, 0.5 ** 10, 0.5 ** 17],
+            device=DEV)])
+        floats = [torch.float32, torch.float16, torch.bfloat16]
+        for sd in floats:
+            s = src.to(sd)
+            for dd in floats + [torch.float8_e5m2, torch.int32, torch.int8, torch.uint8, torch.bool]:
+                if dd in (torch.int32, torch.int8, torch.uint8):
+                    finite = s[torch.isfinite(s)].clamp(-100, 100)  # in range: C leaves the rest undefined
+                    if dd == torch.uint8:
+                        finite = finite.abs()
+                    self.assertSame(k(finite).to(getattr(kiln, str(dd)[6:])), finite.to(dd), msg=f"{sd}->{dd}")
+                    continue
+                self.assertSame(k(s).to(getattr(kiln, str(dd)[6:])), s.to(dd), msg=f"{sd}->{dd}")
+
+    def test_fp8_e4m3_both_saturation_rules(self):
+        codes = torch.arange(256, device=DEV, dtype=torch.int32).to(torch.uint8)
+        for name in ("float8_e4m3fn", "float8_e5m2"):
+            td, kd = getattr(torch, name), getattr(kiln, name)
+            ref = codes.view(td).float()
+            self.assertSame(k(codes).view(kd).to(kiln.float32), ref, msg=name)
+        x = torch.cat([torch.randn(100000, device=DEV) * 300, torch.tensor(
+            [448.0, 449.0, 463.99, 464.0, 480.0, 1e6, float("inf"), -float("inf"), float("nan"), -500.0],
+            device=DEV)])
+        for sd in (torch.float32, torch.bfloat16, torch.float16):
+            xs = x.to(sd)
+            # saturate=False is the rule PyTorch 2.11 follows: overflow and inf become NaN
+            self.assertSame(k(xs).to(kiln.float8_e4m3fn, saturate=False), xs.to(torch.float8_e4m3fn), msg=str(sd))
+            # satfinite: the same as clamping to +-448 first (NaN stays NaN)
+            clamped = torch.where(torch.isnan(xs), xs, xs.clamp(-448, 448))
+            self.assertSame(k(xs).to(kiln.float8_e4m3fn), clamped.to(torch.float8_e4m3fn), msg=str(sd))
+
+    # ---- elementwise ----
+    def test_elementwise_against_torch(self):
+        for dt, tol in ((torch.float32, 1e-6), (torch.bfloat16, 1e-2), (torch.float16, 1e-3)):
+            a = torch.randn(37, 1, 129, device=DEV, dtype=dt)
+            b = torch.randn(5, 1, device=DEV, dtype=dt)
+            ka, kb = k(a), k(b)
+            pairs = [(ka + kb, a + b), (ka - kb, a - b), (ka * kb, a * b), (ka / kb, a / b),
+                     (kiln.maximum(ka, kb), torch.maximum(a, b)), (ka * 0.5, a * 0.5), (3 - ka, 3 - a),
+                     (kiln.add(ka, kb, alpha=2), torch.add(a, b, alpha=2)),
+                     (kiln.exp(ka), a.exp()), (kiln.tanh(ka), a.tanh()), (kiln.sigmoid(ka), a.sigmoid()),
+                     (kiln.nn.functional.silu(ka), torch.nn.functional.silu(a)),
+                     (kiln.gelu(ka), torch.nn.functional.gelu(a)),
+                     (kiln.gelu(ka, "tanh"), torch.nn.functional.gelu(a, approximate="tanh")),
+                     (kiln.abs(ka), a.abs()), (-ka, -a), (kiln.sqrt(kiln.abs(ka)), a.abs().sqrt()),
+                     (kiln.log(kiln.abs(ka) + 1), (a.abs() + 1).log()), (kiln.rsqrt(kiln.abs(ka) + 1), (a.abs() + 1).rsqrt()),
+                     (ka ** 2, a ** 2), (kiln.pow(kiln.abs(ka), kb), a.abs().pow(b))]
+            for i, (got, ref) in enumerate(pairs):
+                self.assertSame(got, ref, rtol=tol, atol=tol, msg=f"{dt} case {i}")
+            for op in ("eq", "ne", "lt", "le", "gt", "ge"):
+                self.assertSame(getattr(kiln, op)(ka, kb), getattr(torch, op)(a, b), msg=op)
+            self.assertSame(kiln.where(ka > 0, ka, kb), torch.where(a > 0, a, b))
+
+    def test_mixed_dtypes_promote_as_torch(self):
+        combos = [(torch.int32, torch.float16), (torch.uint8, torch.int8), (torch.bfloat16, torch.float16),
+                  (torch.int64, torch.float32), (torch.bool, torch.int16)]
+        for da, db in combos:
+            a = (torch.randn(8, 3, device=DEV) * 10).to(da)
+            b = (torch.randn(3, device=DEV) * 10).to(db)
+            self.assertSame(k(a) + k(b), a + b, rtol=1e-3, atol=1e-3, msg=f"{da}+{db}")
+            self.assertSame(k(a) * 2.5, a * 2.5, rtol=1e-3, atol=1e-3, msg=f"{da}*2.5")
+
+    def test_zero_length_tensors(self):
+        a = torch.randn(0, 7, device=DEV)
+        self.assertSame(k(a) + 1, a + 1)
+        self.assertSame(k(a).sum(0), a.sum(0))
+        self.assertSame(k(a).sum(1), a.sum(1))
+        self.assertSame(k(a).mean(0), a.mean(0))
+        self.assertSame(k(a).prod(0), a.prod(0))
+        self.assertSame(kiln.matmul(k(a), k(torch.randn(7, 4, device=DEV))), a @ torch.randn(7, 4, device=DEV))
+
+    # ---- reductions ----
+    def test_reductions_against_torch(self):
+        shapes = [(1000,), (3, 4097), (257, 33), (64, 1, 300), (5, 6, 7, 8), (1 << 21,), (2048, 2048)]
+        for shape in shapes:
+            for dt in (torch.float32, torch.bfloat16):
+                x = torch.randn(*shape, device=DEV, dtype=dt)
+                kx = k(x)
+                tol = 1e-4 if dt == torch.float32 else 2e-2
+                dims_list = [None] + list(range(x.dim())) + ([(0, x.dim() - 1)] if x.dim() > 2 else [])
+                for dims in dims_list:
+                    kw = {} if dims is None else {"dim": dims}
+                    msg = f"{shape} {dt} dims={dims}"
+                    self.assertSame(kx.sum(dims), x.sum(**kw), rtol=tol, atol=tol * math.sqrt(x.numel()), msg=msg)
+                    self.assertSame(kx.mean(dims), x.mean(**kw), rtol=tol, atol=tol, msg=msg)
+                    self.assertSame(kx.amax(dims), x.amax(**kw) if dims is not None else x.amax(), msg=msg)
+                    self.assertSame(kx.amin(dims, True), x.amin(**kw, keepdim=True) if dims is not None
+                                    else x.amin().reshape([1] * x.dim()), msg=msg)
+                for d in range(x.dim()):
+                    v, i = kx.max(d)
+                    tv, ti = x.max(d)
+                    self.assertSame(v, tv, msg=f"max {shape} {d}")
+                    self.assertSame(i, ti, msg=f"max idx {shape} {d}")
+                    self.assertSame(kx.argmin(d, True), x.argmin(d, keepdim=True), msg=f"argmin {shape} {d}")
+                self.assertSame(kx.argmax(), x.argmax(), msg=f"argmax all {shape}")
+
+    def test_nan_and_ties(self):
+        x = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 2.0, 1.0, 2.0]], device=DEV)
+        self.assertSame(k(x).argmax(1), x.argmax(1))
+        self.assertSame(k(x).amax(1), x.amax(1))
+        self.assertSame(k(x).max(1).indices, x.max(1).indices)
+        self.assertSame(k(x).argmin(1), x.argmin(1))
+
+    # ---- matmul ----
+    def test_matmul_against_torch(self):
+        for dt, tol in ((torch.float32, 1e-3), (torch.bfloat16, 2e-2), (torch.float16, 2e-3)):
+            for sa, sb in [((64, 48), (48, 80)), ((3, 17, 33), (33, 9)), ((2, 1, 8, 16), (5, 16, 4)), ((40,), (40, 6)),
+                           ((7, 40), (40,))]:
+                a, b = torch.randn(*sa, device=DEV, dtype=dt), torch.randn(*sb, device=DEV, dtype=dt)
+                self.assertSame(kiln.matmul(k(a), k(b)), a @ b, rtol=tol, atol=tol * 10, msg=f"{dt} {sa}x{sb}")
+            a, b = torch.randn(96, 64, device=DEV, dtype=dt), torch.randn(80, 64, device=DEV, dtype=dt)
+            self.assertSame(kiln.matmul(k(a), k(b).t()), a @ b.t(), rtol=tol, atol=tol * 10)
+            self.assertSame(kiln.matmul(k(b.t().contiguous()).t(), k(a).t()), b @ a.t(), rtol=tol, atol=tol * 10)
+            self.assertSame(kiln.nn.functional.linear(k(a), k(b)), torch.nn.functional.linear(a, b), rtol=tol,
+                            atol=tol * 10)
+
+
+if __name__ == "__main__":
+    unittest.main()
