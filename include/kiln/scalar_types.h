@@ -38,7 +38,14 @@ KILN_HD float f32_from_bits(uint32_t u) {
 }
 
 // ---- bfloat16 ----
+// On the GPU the conversions below use the hardware instructions (same rounding)
+// and only fix up NaN, so that the CPU and CUDA backends give the same bits.
 KILN_HD uint16_t bf16_from_f32(float f) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint16_t r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return f != f ? uint16_t(0x7fc0) : r;
+#endif
   uint32_t u = f32_bits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;  // NaN, as PyTorch
   u += 0x7fffu + ((u >> 16) & 1u);
@@ -50,6 +57,11 @@ KILN_HD float bf16_to_f32(uint16_t h) { return f32_from_bits(static_cast<uint32_
 KILN_HD uint16_t f16_from_f32(float f) {
   uint32_t x = f32_bits(f);
   const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+#if defined(__CUDA_ARCH__)
+  uint16_t r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return f != f ? uint16_t(sign | 0x7e00) : r;
+#endif
   x &= 0x7fffffffu;
   if (x > 0x7f800000u) return sign | 0x7e00;   // NaN
   if (x >= 0x477ff000u) return sign | 0x7c00;  // >= 65520 rounds to inf
@@ -85,6 +97,13 @@ KILN_HD uint8_t e4m3fn_from_f32(float f, bool saturate = true) {
   uint32_t x = f32_bits(f);
   const uint8_t sign = static_cast<uint8_t>((x >> 24) & 0x80u);
   x &= 0x7fffffffu;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  // Hopper/Ada: cvt.satfinite does the rounding and the saturation.
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %1;" : "=h"(r) : "f"(f));
+  if (x > 0x7f800000u || (!saturate && x > 0x43e80000u)) return sign | 0x7f;
+  return static_cast<uint8_t>(r & 0xffu);
+#endif
   if (x > 0x7f800000u) return sign | 0x7f;
   // 464 is the midpoint between 448 and the (NaN) code above it; a tie rounds
   // to even, which is 448.

@@ -5,6 +5,7 @@
 // which keeps the number of kernel instantiations (and build time) small.
 #include <cstring>
 
+#include "core/backend.h"
 #include "core/convert.h"
 #include "core/shape.h"
 #include "cuda/map.cuh"
@@ -35,13 +36,59 @@ void dispatch_bits(size_t size, F&& f) {
   throw Error("cuda copy: unsupported element size");
 }
 
+// dst[i0 + i1*dst_s1 + b*dst_sb] = src[i0*src_s0 + i1 + b*src_sb]: a batch of 2-D
+// transposes through 32x32 shared-memory tiles, so reads and writes both coalesce.
+template <class B>
+__global__ void __launch_bounds__(256) transpose_tiles(int64_t n0, int64_t n1, int64_t dst_s1, int64_t dst_sb,
+                                                       int64_t src_s0, int64_t src_sb, B* __restrict__ dst,
+                                                       const B* __restrict__ src) {
+  __shared__ B tile[32][33];
+  const int64_t i0_base = static_cast<int64_t>(blockIdx.x) * 32, i1_base = static_cast<int64_t>(blockIdx.y) * 32;
+  const B* s = src + blockIdx.z * src_sb;
+  B* d = dst + blockIdx.z * dst_sb;
+#pragma unroll
+  for (int j = threadIdx.y; j < 32; j += 8) {
+    const int64_t i0 = i0_base + j, i1 = i1_base + threadIdx.x;
+    if (i0 < n0 && i1 < n1) tile[j][threadIdx.x] = s[i0 * src_s0 + i1];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int j = threadIdx.y; j < 32; j += 8) {
+    const int64_t i1 = i1_base + j, i0 = i0_base + threadIdx.x;
+    if (i0 < n0 && i1 < n1) d[i0 + i1 * dst_s1] = tile[threadIdx.x][j];
+  }
+}
+
+// A copy whose destination is contiguous along layout dim 0 while the source is
+// contiguous along dim 1 (t.transpose(...).contiguous()), batched over a dim 2.
+bool try_transpose(const Tensor& dst, const Tensor& src) {
+  const Tensor* ops[2] = {&dst, &src};
+  StridedLayout<2> L;
+  if (!make_layout(dst.shape(), ops, L) || L.ndim < 2 || L.ndim > 3) return false;
+  if (L.strides[0][0] != 1 || L.strides[1][1] != 1 || L.strides[1][0] == 1) return false;
+  const int64_t nb = L.ndim == 3 ? L.sizes[2] : 1;
+  const int64_t gy = (L.sizes[1] + 31) / 32;
+  if (nb > 65535 || gy > 65535) return false;
+  const dim3 grid(static_cast<unsigned>((L.sizes[0] + 31) / 32), static_cast<unsigned>(gy), static_cast<unsigned>(nb));
+  dispatch_bits(dst.itemsize(), [&](auto tag) {
+    using B = typename decltype(tag)::type;
+    transpose_tiles<B><<<grid, dim3(32, 8), 0, current_stream()>>>(
+        L.sizes[0], L.sizes[1], L.strides[0][1], L.ndim == 3 ? L.strides[0][2] : 0, L.strides[1][0],
+        L.ndim == 3 ? L.strides[1][2] : 0, static_cast<B*>(dst.data_ptr()), static_cast<const B*>(src.data_ptr()));
+  });
+  KILN_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 void raw_copy(const Tensor& dst, const Tensor& src) {
+  if (dst.numel() == 0) return;
   if (dst.is_contiguous() && src.is_contiguous() && dst.shape() == src.shape() &&
       src.strides() == dst.strides()) {
     KILN_CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(), dst.nbytes(), cudaMemcpyDeviceToDevice,
                                     current_stream()));
     return;
   }
+  if (try_transpose(dst, src)) return;
   dispatch_bits(dst.itemsize(), [&](auto tag) {
     using B = typename decltype(tag)::type;
     launch_map1<B, B>(dst, src, Identity{});
@@ -50,11 +97,34 @@ void raw_copy(const Tensor& dst, const Tensor& src) {
 
 }  // namespace
 
+namespace {
+struct RealPart {
+  __device__ float operator()(Complex64 z) const { return z.re; }
+};
+struct ToComplex {
+  __device__ Complex64 operator()(float x) const { return {x, 0.0f}; }
+};
+
+// complex64 <-> anything goes through float32, as torch: to a real dtype keeps
+// the real part, from one gives a zero imaginary part.
+void complex_cast(const Tensor& dst, const Tensor& src, bool saturate) {
+  if (src.dtype() == DType::Complex64) {
+    Tensor re = Tensor::empty(src.shape(), DType::Float32, src.device());
+    launch_flat1<float, Complex64>(re, src.contiguous(), RealPart{});
+    cuda_backend::copy(dst, re, saturate);
+  } else {
+    Tensor x = Tensor::empty(src.shape(), DType::Float32, src.device());
+    cuda_backend::copy(x, src, saturate);
+    Tensor z = dst.is_contiguous() ? dst : Tensor::empty(dst.shape(), DType::Complex64, dst.device());
+    launch_flat1<Complex64, float>(z, x, ToComplex{});
+    if (!z.is_alias_of(dst)) raw_copy(dst, z);
+  }
+}
+}  // namespace
+
 void copy(const Tensor& dst, const Tensor& src, bool saturate) {
   if (dst.dtype() == src.dtype()) return raw_copy(dst, src);
-  KILN_CHECK(dst.dtype() != DType::Complex64 && src.dtype() != DType::Complex64,
-             "copy: casting to or from complex64 is not supported on CUDA yet (", dtype_name(src.dtype()), " -> ",
-             dtype_name(dst.dtype()), ")");
+  if (dst.dtype() == DType::Complex64 || src.dtype() == DType::Complex64) return complex_cast(dst, src, saturate);
   // flat cast needs both contiguous with the same shape (no broadcast)
   const bool src_flat = src.is_contiguous() && storage_span(src.shape(), src.strides()) == src.numel();
   Tensor s = src_flat ? src : src.contiguous();
@@ -63,7 +133,7 @@ void copy(const Tensor& dst, const Tensor& src, bool saturate) {
     using D = typename decltype(dtag)::type;
     detail::dispatch_real(s.dtype(), "copy", [&](auto stag) {
       using S = typename decltype(stag)::type;
-      launch_map1<D, S>(d, s, CastFn<D, S>{saturate});
+      launch_flat1<D, S>(d, s, CastFn<D, S>{saturate});
     });
   });
   if (!d.is_alias_of(dst)) raw_copy(dst, d);

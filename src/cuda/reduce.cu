@@ -1,11 +1,16 @@
 // CUDA reductions over the [M kept, R reduced] view built by the front door.
 //
-// Rows path (reduced elements contiguous): 32 or 256 threads per row, 16-byte
-// loads, warp-shuffle then shared-memory reduction. Columns path (kept elements
-// contiguous): a thread per output walks the reduced index, coalesced across
-// the warp. Either splits R across blocks when M alone cannot fill the GPU;
-// the partials are combined by a second small kernel. Anything else is made
-// contiguous first.
+// The op is a template argument, and the index of the extreme is carried only
+// when the caller asked for it (max/min with dim, argmax, argmin), so sum and
+// amax move nothing but values. Two paths:
+//  - rows (reduced elements contiguous): TPR = 32 or 256 threads per row,
+//    16-byte loads with kUnroll vectors in flight, warp shuffles, then shared
+//    memory across warps;
+//  - columns (kept elements contiguous, reduced index strided, as sum(dim=0)):
+//    a 32 x 8 block, each thread V adjacent outputs with vector loads, the 8
+//    row groups combined in shared memory.
+// Either splits R across blocks when M alone cannot fill the GPU; a second
+// small kernel combines the partials. Anything else is made contiguous first.
 #include <cmath>
 #include <limits>
 
@@ -20,131 +25,202 @@ namespace {
 template <class T>
 using acc_t = std::conditional_t<std::is_floating_point_v<detail::compute_t<T>>, float, detail::compute_t<T>>;
 
-template <class A>
-struct AccIdx {
+template <class A, bool IDX>
+struct Acc {
   A v;
-  int64_t i;  // index of the extreme for max/min; -1 = nothing seen yet
+};
+template <class A>
+struct Acc<A, true> {
+  A v;
+  int64_t i;
 };
 
 template <class A>
-__device__ AccIdx<A> identity(ReduceOp op) {
-  if (op == ReduceOp::Prod) return {A(1), 0};
-  return {A(0), op == ReduceOp::Max || op == ReduceOp::Min ? int64_t(-1) : int64_t(0)};
+__device__ __forceinline__ A lowest() {
+  if constexpr (std::is_floating_point_v<A>) return -INFINITY;
+  else return std::numeric_limits<A>::lowest();
+}
+template <class A>
+__device__ __forceinline__ A highest() {
+  if constexpr (std::is_floating_point_v<A>) return INFINITY;
+  else return std::numeric_limits<A>::max();
 }
 
-template <class A>
-__device__ AccIdx<A> combine(ReduceOp op, AccIdx<A> x, AccIdx<A> y) {
-  switch (op) {
-    case ReduceOp::Sum:
-    case ReduceOp::Mean: return {static_cast<A>(x.v + y.v), 0};
-    case ReduceOp::Prod: return {static_cast<A>(x.v * y.v), 0};
-    default: break;
-  }
-  if (x.i < 0) return y;
-  if (y.i < 0) return x;
-  const bool xn = math::is_nan(x.v), yn = math::is_nan(y.v);
-  if (xn || yn) {
-    if (xn && yn) return x.i <= y.i ? x : y;
-    return xn ? x : y;  // NaN wins, as torch.max
-  }
-  if (x.v == y.v) return x.i <= y.i ? x : y;  // first index among equals
-  const bool y_better = op == ReduceOp::Max ? y.v > x.v : y.v < x.v;
-  return y_better ? y : x;
+template <ReduceOp OP, class A, bool IDX>
+__device__ __forceinline__ Acc<A, IDX> identity() {
+  Acc<A, IDX> a;
+  a.v = OP == ReduceOp::Sum ? A(0) : OP == ReduceOp::Prod ? A(1) : OP == ReduceOp::Max ? lowest<A>() : highest<A>();
+  if constexpr (IDX) a.i = INT64_MAX;  // loses every tie against a real element
+  return a;
 }
 
-template <class A>
-__device__ AccIdx<A> warp_reduce(ReduceOp op, AccIdx<A> a) {
+template <ReduceOp OP, class A>
+__device__ __forceinline__ bool better(A y, A x) {
+  return OP == ReduceOp::Max ? y > x : y < x;
+}
+
+// NaN wins (torch.max propagates it); among equals the first index wins.
+template <ReduceOp OP, class A, bool IDX>
+__device__ __forceinline__ Acc<A, IDX> combine(Acc<A, IDX> x, Acc<A, IDX> y) {
+  if constexpr (OP == ReduceOp::Sum) {
+    return {static_cast<A>(x.v + y.v)};
+  } else if constexpr (OP == ReduceOp::Prod) {
+    return {static_cast<A>(x.v * y.v)};
+  } else if constexpr (!IDX) {
+    return (math::is_nan(y.v) || better<OP>(y.v, x.v)) ? y : x;
+  } else {
+    const bool xn = math::is_nan(x.v), yn = math::is_nan(y.v);
+    bool take_y;
+    if (xn || yn) take_y = yn && (!xn || y.i < x.i);
+    else take_y = better<OP>(y.v, x.v) || (y.v == x.v && y.i < x.i);
+    return take_y ? y : x;
+  }
+}
+
+template <class A, bool IDX>
+__device__ __forceinline__ Acc<A, IDX> make(A v, int64_t i) {
+  if constexpr (IDX) return {v, i};
+  else return {v};
+}
+
+template <ReduceOp OP, class A, bool IDX>
+__device__ __forceinline__ Acc<A, IDX> warp_reduce(Acc<A, IDX> a) {
+  using W = std::conditional_t<(sizeof(A) < 4), int, A>;  // shuffles take 32 bits or more
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
-    AccIdx<A> other;
-    using W = std::conditional_t<(sizeof(A) < 4), int, A>;  // shuffles take 32 bits or more
+    Acc<A, IDX> other;
     other.v = static_cast<A>(__shfl_down_sync(0xffffffffu, static_cast<W>(a.v), o));
-    other.i = __shfl_down_sync(0xffffffffu, a.i, o);
-    a = combine(op, a, other);
+    if constexpr (IDX) other.i = __shfl_down_sync(0xffffffffu, a.i, o);
+    a = combine<OP>(a, other);
   }
   return a;
 }
 
-template <class T, class A>
-__device__ void finish(ReduceOp op, AccIdx<A> a, float scale, T* out, int64_t* out_idx, int64_t m) {
-  if (op == ReduceOp::Mean) a.v = static_cast<A>(a.v * scale);
-  if constexpr (std::is_floating_point_v<A>) out[m] = T(static_cast<float>(a.v));
-  else out[m] = static_cast<T>(a.v);
-  if (out_idx) out_idx[m] = a.i;
-}
-
 struct Work {
-  ReduceOp op;
   int64_t M, R, splits, chunk;
-  float scale;
+  float scale;  // 1/R for mean
 };
 
-// TPR threads per row; blockDim.x = 256 covers 256 / TPR rows.
-template <class T, int V, int TPR>
-__global__ void reduce_rows(Work w, StridedLayout<1> rows, const T* __restrict__ in, T* out, int64_t* out_idx,
-                            AccIdx<acc_t<T>>* partial) {
+template <class T, class A, bool IDX>
+__device__ __forceinline__ void finish(Acc<A, IDX> a, float scale, T* out, int64_t* out_idx, int64_t m) {
+  if constexpr (std::is_floating_point_v<A>) out[m] = T(static_cast<float>(a.v) * scale);
+  else out[m] = static_cast<T>(a.v);
+  if constexpr (IDX) out_idx[m] = a.i;
+}
+
+template <class T, ReduceOp OP, bool IDX, class A = acc_t<T>>
+__device__ __forceinline__ void emit(const Work& w, Acc<A, IDX> acc, int64_t m, int64_t split, T* out,
+                                     int64_t* out_idx, Acc<A, IDX>* partial) {
+  if (w.splits == 1) finish(acc, w.scale, out, out_idx, m);
+  else partial[m * w.splits + split] = acc;
+}
+
+// TPR threads per row; a block of 256 covers 256 / TPR rows.
+template <class T, ReduceOp OP, bool IDX, int V, int TPR>
+__global__ void __launch_bounds__(256) reduce_rows(Work w, StridedLayout<1> rows, const T* __restrict__ in, T* out,
+                                                   int64_t* out_idx, Acc<acc_t<T>, IDX>* partial) {
   using A = acc_t<T>;
   constexpr int kRowsPerBlock = 256 / TPR;
   const int lane = threadIdx.x % TPR;
   const int64_t m = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / TPR;
   const int64_t split = blockIdx.y;
-  AccIdx<A> acc = identity<A>(w.op);
+  Acc<A, IDX> acc = identity<OP, A, IDX>();
   if (m < w.M) {
     int64_t off[1];
     rows.offsets(m, off);
     const T* row = in + off[0];
     const int64_t begin = split * w.chunk, end = ::min(w.R, begin + w.chunk);
-    for (int64_t r = begin + lane * V; r < end; r += TPR * V) {
-      if constexpr (V > 1) {
-        const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(row + r);
+    constexpr int64_t kStep = static_cast<int64_t>(TPR) * V;
+    int64_t r = begin + lane * V;
+    // kUnroll vectors in flight per thread, then the remainder one at a time
+    for (; r + (kUnroll - 1) * kStep < end; r += kUnroll * kStep) {
+      Pack<T, V> p[kUnroll];
 #pragma unroll
-        for (int k = 0; k < V; ++k) acc = combine(w.op, acc, AccIdx<A>{static_cast<A>(p.v[k]), r + k});
-      } else {
-        acc = combine(w.op, acc, AccIdx<A>{static_cast<A>(row[r]), r});
-      }
+      for (int u = 0; u < kUnroll; ++u) p[u] = *reinterpret_cast<const Pack<T, V>*>(row + r + u * kStep);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+        for (int k = 0; k < V; ++k)
+          acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(p[u].v[k]), r + u * kStep + k));
+    }
+    for (; r < end; r += kStep) {
+      const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(row + r);
+#pragma unroll
+      for (int k = 0; k < V; ++k) acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(p.v[k]), r + k));
     }
   }
-  acc = warp_reduce(w.op, acc);
+  acc = warp_reduce<OP>(acc);
   if constexpr (TPR == 256) {
-    __shared__ AccIdx<A> warp_acc[8];
+    __shared__ Acc<A, IDX> warp_acc[8];
     if (threadIdx.x % 32 == 0) warp_acc[threadIdx.x / 32] = acc;
     __syncthreads();
     if (threadIdx.x >= 32) return;
-    acc = threadIdx.x < 8 ? warp_acc[threadIdx.x] : identity<A>(w.op);
-    acc = warp_reduce(w.op, acc);
+    acc = threadIdx.x < 8 ? warp_acc[threadIdx.x] : identity<OP, A, IDX>();
+    acc = warp_reduce<OP>(acc);
   }
   if (lane != 0 || m >= w.M) return;
-  if (w.splits == 1) finish(w.op, acc, w.scale, out, out_idx, m);
-  else partial[m * w.splits + split] = acc;
+  emit<T, OP, IDX>(w, acc, m, split, out, out_idx, partial);
 }
 
-// A thread per output m; kept elements are contiguous, the reduced index is strided.
-template <class T>
-__global__ void reduce_cols(Work w, StridedLayout<1> red, const T* __restrict__ in, T* out, int64_t* out_idx,
-                            AccIdx<acc_t<T>>* partial) {
+// Kept elements contiguous: threadIdx.x covers V adjacent outputs each,
+// threadIdx.y (8) interleaves the reduced index; shared memory joins the 8.
+template <class T, ReduceOp OP, bool IDX, int V>
+__global__ void __launch_bounds__(256) reduce_cols(Work w, StridedLayout<1> red, const T* __restrict__ in, T* out,
+                                                   int64_t* out_idx, Acc<acc_t<T>, IDX>* partial) {
   using A = acc_t<T>;
-  const int64_t m = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  if (m >= w.M) return;
+  const int64_t m0 = (static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x) * V;
   const int64_t split = blockIdx.y;
   const int64_t begin = split * w.chunk, end = ::min(w.R, begin + w.chunk);
-  AccIdx<A> acc = identity<A>(w.op);
-  for (int64_t r = begin; r < end; ++r) {
-    int64_t off[1];
-    red.offsets(r, off);
-    acc = combine(w.op, acc, AccIdx<A>{static_cast<A>(in[off[0] + m]), r});
+  Acc<A, IDX> acc[V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) acc[k] = identity<OP, A, IDX>();
+  if (m0 < w.M) {
+    const bool one_dim = red.ndim <= 1;
+    const int64_t rs = red.ndim == 1 ? red.strides[0][0] : 0;
+#pragma unroll 4
+    for (int64_t r = begin + threadIdx.y; r < end; r += 8) {
+      int64_t off;
+      if (one_dim) {
+        off = r * rs;
+      } else {
+        int64_t o[1];
+        red.offsets(r, o);
+        off = o[0];
+      }
+      if constexpr (V > 1) {
+        const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(in + off + m0);
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] = combine<OP>(acc[k], make<A, IDX>(static_cast<A>(p.v[k]), r));
+      } else {
+        acc[0] = combine<OP>(acc[0], make<A, IDX>(static_cast<A>(in[off + m0]), r));
+      }
+    }
   }
-  if (w.splits == 1) finish(w.op, acc, w.scale, out, out_idx, m);
-  else partial[m * w.splits + split] = acc;
+  __shared__ Acc<A, IDX> sh[8][32 * V];
+#pragma unroll
+  for (int k = 0; k < V; ++k) sh[threadIdx.y][threadIdx.x * V + k] = acc[k];
+  __syncthreads();
+  if (threadIdx.y != 0 || m0 >= w.M) return;
+#pragma unroll
+  for (int k = 0; k < V; ++k) {
+    Acc<A, IDX> a = sh[0][threadIdx.x * V + k];
+#pragma unroll
+    for (int y = 1; y < 8; ++y) a = combine<OP>(a, sh[y][threadIdx.x * V + k]);
+    if (m0 + k < w.M) emit<T, OP, IDX>(w, a, m0 + k, split, out, out_idx, partial);
+  }
 }
 
-template <class T>
-__global__ void combine_splits(Work w, const AccIdx<acc_t<T>>* partial, T* out, int64_t* out_idx) {
+template <class T, ReduceOp OP, bool IDX>
+__global__ void combine_splits(Work w, const Acc<acc_t<T>, IDX>* partial, T* out, int64_t* out_idx) {
   using A = acc_t<T>;
-  const int64_t m = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  // a warp per output: lanes read the partials in parallel
+  const int64_t m = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
   if (m >= w.M) return;
-  AccIdx<A> acc = identity<A>(w.op);
-  for (int64_t s = 0; s < w.splits; ++s) acc = combine(w.op, acc, partial[m * w.splits + s]);
-  finish(w.op, acc, w.scale, out, out_idx, m);
+  Acc<A, IDX> acc = identity<OP, A, IDX>();
+  for (int64_t s = lane; s < w.splits; s += 32) acc = combine<OP>(acc, partial[m * w.splits + s]);
+  acc = warp_reduce<OP>(acc);
+  if (lane == 0) finish(acc, w.scale, out, out_idx, m);
 }
 
 Tensor sub_view(const Tensor& in, size_t begin, size_t end) {
@@ -160,9 +236,21 @@ StridedLayout<1> layout1(const Tensor& t) {
 
 bool unit_stride(const StridedLayout<1>& L) { return L.ndim == 0 || (L.ndim == 1 && L.strides[0][0] == 1); }
 
-template <class T>
-void reduce_typed(const ReduceArgs& args) {
+// Splits R so that about `target` blocks run; chunks stay multiples of `align`.
+void plan_splits(Work& w, int64_t base_blocks, int64_t min_chunk, int64_t align) {
+  const int64_t target = static_cast<int64_t>(sm_count()) * 8;
+  w.splits = 1;
+  if (base_blocks < target && w.R > 2 * min_chunk)
+    w.splits = std::min<int64_t>({(target + base_blocks - 1) / base_blocks, (w.R + min_chunk - 1) / min_chunk, 65535});
+  w.chunk = (w.R + w.splits - 1) / w.splits;
+  w.chunk = (w.chunk + align - 1) / align * align;
+  w.splits = std::max<int64_t>(1, (w.R + w.chunk - 1) / w.chunk);
+}
+
+template <class T, ReduceOp OP, bool IDX>
+void reduce_typed(const ReduceArgs& args, float scale) {
   using A = acc_t<T>;
+  using P = Acc<A, IDX>;
   const size_t nk = static_cast<size_t>(args.num_kept_dims);
   Tensor in = args.in;
   auto kept = layout1(sub_view(in, 0, nk));
@@ -174,49 +262,53 @@ void reduce_typed(const ReduceArgs& args) {
     red = layout1(sub_view(in, nk, in.dim()));
   }
   const bool rows_path = unit_stride(red);
-  Work w{args.op, args.M, args.R, 1, args.R, args.op == ReduceOp::Mean ? 1.0f / static_cast<float>(args.R) : 1.0f};
-  const int64_t target_blocks = static_cast<int64_t>(sm_count()) * 4;
+  Work w{args.M, args.R, 1, args.R, scale};
   cudaStream_t s = current_stream();
   T* out = args.out.data<T>();
-  int64_t* out_idx = args.out_index.defined() ? args.out_index.data<int64_t>() : nullptr;
+  int64_t* out_idx = IDX ? args.out_index.data<int64_t>() : nullptr;
   const T* x = in.data<T>();
   constexpr int V = 16 / sizeof(T) > 0 ? static_cast<int>(16 / sizeof(T)) : 1;
-
-  const int tpr = args.R <= 2048 ? 32 : 256;
-  const int64_t base_blocks = rows_path ? (args.M + (256 / tpr) - 1) / (256 / tpr) : (args.M + 255) / 256;
-  const int64_t min_chunk = rows_path ? 4096 : 64;
-  if (base_blocks < target_blocks && args.R > 2 * min_chunk) {
-    w.splits = std::min<int64_t>((target_blocks + base_blocks - 1) / base_blocks, (args.R + min_chunk - 1) / min_chunk);
-    w.splits = std::min<int64_t>(w.splits, 65535);
-  }
-  w.chunk = (args.R + w.splits - 1) / w.splits;
-  if (rows_path) w.chunk = (w.chunk + V - 1) / V * V;  // keeps vector loads aligned within a row
-  w.splits = (args.R + w.chunk - 1) / std::max<int64_t>(w.chunk, 1);
-  if (w.splits < 1) w.splits = 1;
+  constexpr int VC = V > 4 ? 4 : V;  // columns path: keeps its shared memory under 48 KB
 
   Tensor partial_buf;
-  AccIdx<A>* partial = nullptr;
-  if (w.splits > 1) {
-    partial_buf = Tensor::empty({static_cast<int64_t>(args.M * w.splits * sizeof(AccIdx<A>))}, DType::UInt8, in.device());
-    partial = static_cast<AccIdx<A>*>(partial_buf.data_ptr());
-  }
-  const dim3 grid(static_cast<unsigned>(base_blocks), static_cast<unsigned>(w.splits));
+  auto alloc_partials = [&] {
+    if (w.splits == 1) return static_cast<P*>(nullptr);
+    partial_buf = Tensor::empty({static_cast<int64_t>(args.M * w.splits * sizeof(P))}, DType::UInt8, in.device());
+    return static_cast<P*>(partial_buf.data_ptr());
+  };
+
   if (rows_path) {
+    // a warp per row up to 64 vectors per lane, else a block per row
+    const int tpr = args.R <= 2048 * V ? 32 : 256;
+    const int64_t base_blocks = (args.M + (256 / tpr) - 1) / (256 / tpr);
+    plan_splits(w, base_blocks, 8192, V);
+    P* partial = alloc_partials();
     bool vec = aligned16(x) && args.R % V == 0;
     for (int d = 0; d < kept.ndim; ++d) vec = vec && kept.strides[0][d] % V == 0;
+    const dim3 grid(static_cast<unsigned>(base_blocks), static_cast<unsigned>(w.splits));
     if (tpr == 32) {
-      if (vec) reduce_rows<T, V, 32><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
-      else reduce_rows<T, 1, 32><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
+      if (vec) reduce_rows<T, OP, IDX, V, 32><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
+      else reduce_rows<T, OP, IDX, 1, 32><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
     } else {
-      if (vec) reduce_rows<T, V, 256><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
-      else reduce_rows<T, 1, 256><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
+      if (vec) reduce_rows<T, OP, IDX, V, 256><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
+      else reduce_rows<T, OP, IDX, 1, 256><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
     }
   } else {
-    reduce_cols<T><<<grid, 256, 0, s>>>(w, red, x, out, out_idx, partial);
+    bool vec = (reinterpret_cast<uintptr_t>(x) % (VC * sizeof(T))) == 0 && args.M % VC == 0;
+    for (int d = 0; d < red.ndim; ++d) vec = vec && red.strides[0][d] % VC == 0;
+    const int64_t per_block = 32 * (vec ? VC : 1);
+    const int64_t base_blocks = (args.M + per_block - 1) / per_block;
+    plan_splits(w, base_blocks, 64, 1);
+    P* partial = alloc_partials();
+    const dim3 grid(static_cast<unsigned>(base_blocks), static_cast<unsigned>(w.splits));
+    const dim3 block(32, 8);
+    if (vec) reduce_cols<T, OP, IDX, VC><<<grid, block, 0, s>>>(w, red, x, out, out_idx, partial);
+    else reduce_cols<T, OP, IDX, 1><<<grid, block, 0, s>>>(w, red, x, out, out_idx, partial);
   }
   KILN_CUDA_CHECK_LAUNCH();
   if (w.splits > 1) {
-    combine_splits<T><<<static_cast<unsigned>((args.M + 255) / 256), 256, 0, s>>>(w, partial, out, out_idx);
+    combine_splits<T, OP, IDX><<<static_cast<unsigned>((args.M * 32 + 255) / 256), 256, 0, s>>>(
+        w, static_cast<const P*>(partial_buf.data_ptr()), out, out_idx);
     KILN_CUDA_CHECK_LAUNCH();
   }
 }
@@ -224,13 +316,27 @@ void reduce_typed(const ReduceArgs& args) {
 }  // namespace
 
 void reduce(const ReduceArgs& args) {
+  if (args.M == 0) return;
   if (args.R == 0) {  // empty sum/prod/mean: the identity (mean gives NaN, as torch)
     const double v = args.op == ReduceOp::Prod ? 1.0 : args.op == ReduceOp::Mean ? NAN : 0.0;
     args.out.fill_(v);
     return;
   }
+  const bool with_index = args.out_index.defined();
+  const float scale = args.op == ReduceOp::Mean ? 1.0f / static_cast<float>(args.R) : 1.0f;
   detail::dispatch_arith(args.in.dtype(), op_name(args.op), [&](auto tag) {
-    reduce_typed<typename decltype(tag)::type>(args);
+    using T = typename decltype(tag)::type;
+    switch (args.op) {
+      case ReduceOp::Sum:
+      case ReduceOp::Mean: return reduce_typed<T, ReduceOp::Sum, false>(args, scale);
+      case ReduceOp::Prod: return reduce_typed<T, ReduceOp::Prod, false>(args, scale);
+      case ReduceOp::Max:
+        return with_index ? reduce_typed<T, ReduceOp::Max, true>(args, scale)
+                          : reduce_typed<T, ReduceOp::Max, false>(args, scale);
+      case ReduceOp::Min:
+        return with_index ? reduce_typed<T, ReduceOp::Min, true>(args, scale)
+                          : reduce_typed<T, ReduceOp::Min, false>(args, scale);
+    }
   });
 }
 

@@ -91,6 +91,15 @@ class TorchParity(unittest.TestCase):
                     continue
                 self.assertSame(k(s).to(getattr(kiln, str(dd)[6:])), s.to(dd), msg=f"{sd}->{dd}")
 
+    def test_complex_casts(self):
+        z = torch.randn(300, device=DEV, dtype=torch.complex64)
+        x = torch.randn(300, device=DEV)
+        self.assertSame(k(z).to(kiln.float32), z.real.contiguous())
+        self.assertSame(k(z).to(kiln.bfloat16), z.real.to(torch.bfloat16))
+        self.assertSame(k(x).to(kiln.complex64), x.to(torch.complex64))
+        self.assertSame(k(x.to(torch.int32)).to(kiln.complex64), x.to(torch.int32).to(torch.complex64))
+        self.assertEqual(k(z).cpu().tolist(), z.cpu().tolist())
+
     def test_fp8_e4m3_both_saturation_rules(self):
         codes = torch.arange(256, device=DEV, dtype=torch.int32).to(torch.uint8)
         for name in ("float8_e4m3fn", "float8_e5m2"):
@@ -147,6 +156,32 @@ class TorchParity(unittest.TestCase):
         self.assertSame(k(a).mean(0), a.mean(0))
         self.assertSame(k(a).prod(0), a.prod(0))
         self.assertSame(kiln.matmul(k(a), k(torch.randn(7, 4, device=DEV))), a @ torch.randn(7, 4, device=DEV))
+
+    # ---- copies and layouts: each launcher path (flat, rows, tiled transpose, strided) ----
+    def test_layout_paths_against_torch(self):
+        x = torch.randn(67, 129, device=DEV)
+        b = torch.randn(6, 130, 64, device=DEV, dtype=torch.bfloat16)
+        cases = [
+            (k(x).t().contiguous(), x.t().contiguous()),                          # tiled transpose
+            (k(b).permute(0, 2, 1).contiguous(), b.permute(0, 2, 1).contiguous()),  # batched transpose
+            (k(b).permute(2, 0, 1).contiguous(), b.permute(2, 0, 1).contiguous()),  # general strided
+            (k(b)[:, 1:, :].contiguous(), b[:, 1:, :].contiguous()),
+            (k(b) + k(b[0, 0]), b + b[0, 0]),                                   # rows: bias add
+            (k(b) * k(b[:, :, :1]), b * b[:, :, :1]),                           # rows: per-row scale
+            (k(b)[:, ::2] - 1, b[:, ::2] - 1),                                  # rows with a row stride
+            (k(x)[:, 3:] * 2, x[:, 3:] * 2),                                    # misaligned rows: strided
+            (kiln.exp(k(x).t()), x.t().exp()),
+        ]
+        for i, (got, ref) in enumerate(cases):
+            self.assertSame(got, ref, rtol=1e-6, atol=1e-6, msg=f"case {i}")
+
+    def test_more_than_2_to_the_31_elements_strided(self):
+        a = torch.randint(0, 100, (3, (1 << 30) + 1), device=DEV, dtype=torch.uint8)
+        got = T(k(a).t() + 1)
+        self.assertTrue(torch.equal(got, a.t() + 1))
+        del got, a
+        torch.cuda.empty_cache()
+        kiln.cuda.empty_cache()
 
     # ---- reductions ----
     def test_reductions_against_torch(self):
