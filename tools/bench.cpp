@@ -52,6 +52,11 @@ std::vector<Case> make_cases(Device dev, double scale) {
   auto A = randn({mm, mm}, bfloat16, dev), B = randn({mm, mm}, bfloat16, dev);
   auto A32 = randn({mm, mm}, float32, dev), B32 = randn({mm, mm}, float32, dev);
   const double f4 = 4.0 * N, f2 = 2.0 * N;
+  // decode linear: one row against a weight bigger than the last-level cache
+  const int64_t lk = 4096, ln = std::max<int64_t>(256, static_cast<int64_t>(8192 * scale) / 256 * 256);
+  auto lx = randn({1, lk}, bfloat16, dev), lw = randn({ln, lk}, bfloat16, dev);
+  auto lw8 = lw.to(float8_e4m3fn);
+  auto ls = full({ln}, 0.01, float32, dev);
   std::vector<Case> c;
   c.push_back({"copy f32 (clone)", 2 * f4, 0, [=] { x32.clone(); }});
   c.push_back({"add f32", 3 * f4, 0, [=] { add(x32, y32); }});
@@ -70,6 +75,9 @@ std::vector<Case> make_cases(Device dev, double scale) {
   c.push_back({"amax bf16 dim=-1", f2, 0, [=] { amax(m16, {-1}); }});
   c.push_back({"argmax f32 dim=-1", f4, 0, [=] { argmax(m32, -1); }});
   c.push_back({"mean bf16 all", f2, 0, [=] { mean(x16); }});
+  c.push_back({"linear bf16 1x4096->" + std::to_string(ln), 2.0 * ln * lk, 0, [=] { linear(lx, lw); }});
+  c.push_back({"linear fp8w 1x4096->" + std::to_string(ln), 1.0 * ln * lk, 0,
+               [=] { linear(lx, lw8, std::nullopt, ls); }});
   c.push_back({"transpose copy f32", 2 * f4, 0, [=] { m32.t().contiguous(); }});
   c.push_back({"matmul bf16 " + std::to_string(mm), 6.0 * mm * mm, 2.0 * mm * mm * mm, [=] { matmul(A, B); }});
   c.push_back({"matmul f32 " + std::to_string(mm), 12.0 * mm * mm, 2.0 * mm * mm * mm, [=] { matmul(A32, B32); }});

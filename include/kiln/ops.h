@@ -111,6 +111,15 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 Tensor mm(const Tensor& a, const Tensor& b);
 
+// ---- neural-network functions (torch.nn.functional) ----
+// y = x @ weight^T + bias, as torch.nn.functional.linear: x [..., K], weight [N, K],
+// bias [N]. weight is float32, float16 or bfloat16 (x's dtype), or float8_e4m3fn
+// with weight_scale, a float32 dequantisation scale: 0-d or [1] (per tensor) or
+// [N] / [N, 1] (per output row), y = x @ (weight * scale)^T + bias. Up to 8 rows
+// run a kernel written for memory bandwidth (decode); more go to cuBLAS/OpenBLAS.
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+              const std::optional<Tensor>& weight_scale = std::nullopt);
+
 // ---- shape helpers ----
 // The broadcast shape of a and b, or Error naming both.
 Shape broadcast_shapes(const Shape& a, const Shape& b);

@@ -117,6 +117,8 @@ class Tensor {
   // ---- views (share storage) ----
   Tensor view(const Shape& shape) const;     // throws if strides make it impossible, as torch
   Tensor view(DType dtype) const;            // reinterpret; same itemsize only
+  // t.view({2, 3}); also keeps t.view({}) from meaning view(DType{}) (it is ambiguous: say Shape{}).
+  Tensor view(std::initializer_list<int64_t> shape) const { return view(Shape(shape)); }
   Tensor reshape(const Shape& shape) const;  // a view when possible, else a copy
   Tensor slice(int64_t dim, std::optional<int64_t> start = {}, std::optional<int64_t> end = {}, int64_t step = 1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;

@@ -35,6 +35,14 @@ struct ReduceArgs {
   int64_t M = 1, R = 1;
 };
 
+// Arguments of the few-rows linear. x [R, K] and out [R, N] have unit inner
+// stride; w [N, K] has unit inner stride and x's dtype, or is float8_e4m3fn;
+// scale (float32: 1 element, or N for per-row) is defined only for float8;
+// bias, when defined, is [N] contiguous in out's dtype.
+struct LinearArgs {
+  Tensor out, x, weight, scale, bias;
+};
+
 #define KILN_BACKEND_KERNELS                                                                        \
   /* dst and src: same shape, any dtypes, possibly overlapping nothing */                           \
   void copy(const Tensor& dst, const Tensor& src, bool saturate);                                   \
@@ -50,7 +58,9 @@ struct ReduceArgs {
   void arange(const Tensor& out, const Scalar& start, const Scalar& step);                          \
   void random(RandomKind kind, const Tensor& out, double a, double b, uint64_t seed, uint64_t offset); \
   /* out [B, M, N] contiguous = a [B, M, K] x b [B, K, N]; any strides on a and b */               \
-  void matmul(const Tensor& out, const Tensor& a, const Tensor& b);
+  void matmul(const Tensor& out, const Tensor& a, const Tensor& b);                                 \
+  /* the few-rows (decode) linear: out [R, N] = x [R, K] w[N, K]^T * scale + bias, see LinearArgs */ \
+  void linear_rows(const LinearArgs& args);
 
 namespace cpu {
 KILN_BACKEND_KERNELS

@@ -112,6 +112,28 @@ double SumF32(const float* in, size_t n) {
   return total;
 }
 
+// acc[r] = dot(w, x + r * x_stride) over k for r < rows (<= 8): w is read once
+// per vector and used for every row, four lanes-wide accumulators per row.
+void DotRowsF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,
+                float* HWY_RESTRICT acc) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  using V = hn::Vec<decltype(d)>;
+  V s[8];
+  for (int r = 0; r < 8; ++r) s[r] = hn::Zero(d);
+  size_t i = 0;
+  for (; i + L <= k; i += L) {
+    const V wv = hn::LoadU(d, w + i);
+    for (int r = 0; r < rows; ++r) s[r] = hn::MulAdd(wv, hn::LoadU(d, x + r * x_stride + i), s[r]);
+  }
+  if (i < k) {
+    const auto m = hn::FirstN(d, k - i);
+    const V wv = hn::MaskedLoad(m, d, w + i);
+    for (int r = 0; r < rows; ++r) s[r] = hn::MulAdd(wv, hn::MaskedLoad(m, d, x + r * x_stride + i), s[r]);
+  }
+  for (int r = 0; r < rows; ++r) acc[r] = hn::GetLane(hn::SumOfLanes(d, s[r]));
+}
+
 }  // namespace kiln::cpu::simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -120,6 +142,7 @@ namespace kiln::cpu::simd {
 HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(SumF32);
+HWY_EXPORT(DotRowsF32);
 
 bool unary_f32(UnaryOp op, const float* in, float* out, size_t n) {
   return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, in, out, n);
@@ -129,5 +152,8 @@ bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool
   return HWY_DYNAMIC_DISPATCH(BinaryF32)(op, a, a_scalar, b, b_scalar, out, n, alpha);
 }
 double sum_f32(const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(in, n); }
+void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
+  HWY_DYNAMIC_DISPATCH(DotRowsF32)(w, x, x_stride, rows, k, acc);
+}
 }  // namespace kiln::cpu::simd
 #endif

@@ -2,6 +2,7 @@
 // memory) and the shared Python<->kiln conversions. Tensor and op bindings live
 // in tensor_bindings.cpp and op_bindings.cpp; python/kiln/ adds the torch-style
 // package layout (kiln.nn.functional, kiln.cuda) in plain Python.
+#include <pybind11/complex.h>
 #include <pybind11/operators.h>
 
 #include <complex>

@@ -214,6 +214,10 @@ void bind_ops(py::module_& m) {
   m.def("bmm", &bmm, py::call_guard<py::gil_scoped_release>());
   cls.def("matmul", &matmul);
   cls.def("__matmul__", &matmul, py::is_operator());
+  m.def("linear", [](const Tensor& x, const Tensor& w, std::optional<Tensor> bias, std::optional<Tensor> scale) {
+    return linear(x, w, bias, scale);
+  }, arg("input"), arg("weight"), arg("bias") = none, py::kw_only(), arg("weight_scale") = none,
+     py::call_guard<py::gil_scoped_release>());
   m.def("broadcast_shapes", [](py::args shapes) {
     Shape out;
     for (auto s : shapes) out = broadcast_shapes(out, s.cast<Shape>());

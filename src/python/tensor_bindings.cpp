@@ -2,6 +2,8 @@
 // the DLPack protocol (__dlpack__ / __dlpack_device__, kiln.from_dlpack).
 #include <complex>
 
+#include <pybind11/complex.h>
+
 #include "core/check.h"
 #include "python/convert.h"
 #include "python/dlpack.h"

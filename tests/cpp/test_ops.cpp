@@ -203,3 +203,75 @@ TEST(Memory, CpuAllocationsAreAlignedAndCounted) {
   }
   EXPECT_EQ(memory_stats(kCPU).allocated, before);
 }
+
+// ---- linear: the few-rows kernel and the GEMM path against a double-precision loop ----
+namespace {
+// Also fills `mag` with sum_k |x w s| per output: the scale of rounding errors.
+std::vector<double> linear_reference(const Tensor& x, const Tensor& w, const Tensor* scale, const Tensor* bias,
+                                     std::vector<double>* mag = nullptr) {
+  const auto xv = x.to(kiln::float32).tolist<double>();
+  const auto wv = w.to(kiln::float32).tolist<double>();
+  const int64_t K = w.size(1), N = w.size(0), R = x.numel() / K;
+  std::vector<double> sv = scale ? scale->tolist<double>() : std::vector<double>{1.0};
+  std::vector<double> bv = bias ? bias->to(kiln::float32).tolist<double>() : std::vector<double>(N, 0.0);
+  std::vector<double> y(R * N);
+  if (mag) mag->assign(R * N, 0.0);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t n = 0; n < N; ++n) {
+      double acc = 0, a = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        acc += xv[r * K + k] * wv[n * K + k];
+        a += std::abs(xv[r * K + k] * wv[n * K + k]);
+      }
+      const double sc = sv[sv.size() == 1 ? 0 : n];
+      y[r * N + n] = acc * sc + bv[n];
+      if (mag) (*mag)[r * N + n] = a * std::abs(sc) + std::abs(bv[n]);
+    }
+  return y;
+}
+}  // namespace
+
+TEST(Ops, LinearMatchesReference) {
+  Generator g(7);
+  for (DType dt : {kiln::float32, kiln::bfloat16, kiln::float16}) {
+    for (int64_t rows : {1, 3, 8, 13}) {
+      for (int64_t K : {64, 200}) {
+        const int64_t N = 37;
+        Tensor x = randn({rows, K}, kiln::float32, kCPU, &g).to(dt);
+        Tensor w = randn({N, K}, kiln::float32, kCPU, &g).to(dt);
+        Tensor b = randn({N}, kiln::float32, kCPU, &g).to(dt);
+        const auto want = linear_reference(x, w, nullptr, &b);
+        const auto got = linear(x.view({1, rows, K}), w, b).to(kiln::float32).tolist<double>();
+        const double tol = dt == kiln::float32 ? 1e-4 : 3e-2;
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << dtype_name(dt) << " rows " << rows << " K " << K;
+      }
+    }
+  }
+}
+
+TEST(Ops, LinearFp8WeightsWithScales) {
+  Generator g(9);
+  const int64_t N = 24, K = 96;
+  Tensor w8 = (randn({N, K}, kiln::float32, kCPU, &g) * 100).to(kiln::float8_e4m3fn);
+  Tensor per_row = rand({N}, kiln::float32, kCPU, &g);
+  Tensor per_tensor = full({}, 0.03, kiln::float32);
+  for (int64_t rows : {1, 5, 11}) {
+    Tensor x = randn({rows, K}, kiln::float32, kCPU, &g).to(kiln::bfloat16);
+    for (const Tensor* s : {&per_row, &per_tensor}) {
+      std::vector<double> mag;
+      const auto want = linear_reference(x, w8, s, nullptr, &mag);
+      const auto got = linear(x, w8, std::nullopt, *s).to(kiln::float32).tolist<double>();
+      // bf16 output, and on the GEMM path (> 8 rows) weights dequantised to bf16: a few bf16 ulps of the terms
+      for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-2 * mag[i] + 1e-6) << rows;
+    }
+  }
+  Tensor x = randn({2, K}, kiln::float32, kCPU, &g);
+  EXPECT_THROW(linear(x, w8), Error);                               // fp8 needs a scale
+  EXPECT_THROW(linear(x, w8, std::nullopt, full({3}, 1.0)), Error);  // wrong scale shape
+  EXPECT_THROW(linear(x, randn({N, K + 1})), Error);                // in_features mismatch
+  EXPECT_THROW(linear(x, randn({N, K}).to(kiln::bfloat16)), Error); // dtype mismatch
+  EXPECT_THROW(linear(x, randn({N, K}), randn({N + 1})), Error);    // bias shape
+  EXPECT_EQ(linear(zeros({0, K}), randn({N, K})).shape(), (Shape{0, N}));
+}

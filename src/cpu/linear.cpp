@@ -1,0 +1,75 @@
+// CPU few-rows linear (decode): threads split the output features; each weight
+// row is widened to float32 once (in L1) and dotted with every input row, so
+// the weight matrix is read from memory exactly once per call.
+#include <array>
+#include <vector>
+
+#include "core/backend.h"
+#include "core/check.h"
+#include "core/dispatch.h"
+#include "cpu/loops.h"
+#include "cpu/simd.h"
+
+namespace kiln::cpu {
+
+namespace {
+template <class W>
+void widen(const W* w, float* out, int64_t k) {
+  for (int64_t i = 0; i < k; ++i) out[i] = static_cast<float>(w[i]);
+}
+// float8: a table of the 256 values
+void widen(const Float8_e4m3fn* w, float* out, int64_t k) {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int c = 0; c < 256; ++c) t[c] = bits::e4m3fn_to_f32(static_cast<uint8_t>(c));
+    return t;
+  }();
+  for (int64_t i = 0; i < k; ++i) out[i] = table[w[i].x];
+}
+
+template <class X, class W>
+void linear_typed(const LinearArgs& a) {
+  const int64_t R = a.x.size(0), K = a.x.size(1), N = a.weight.size(0);
+  // inputs as float32 rows, once
+  std::vector<float> xf(static_cast<size_t>(R * K));
+  for (int64_t r = 0; r < R; ++r) widen(a.x.data<X>() + r * a.x.stride(0), xf.data() + r * K, K);
+  const W* w = a.weight.data<W>();
+  const int64_t ws = a.weight.stride(0);
+  const float* scale = a.scale.defined() ? a.scale.data<float>() : nullptr;
+  const bool per_row = a.scale.defined() && a.scale.numel() == N && N > 1;
+  const X* bias = a.bias.defined() ? a.bias.data<X>() : nullptr;
+  X* out = a.out.data<X>();
+  const int64_t os = a.out.stride(0);
+  parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1)), [&](int64_t n0, int64_t n1) {
+    std::vector<float> row(std::is_same_v<W, float> ? 0 : static_cast<size_t>(K));
+    float acc[8];
+    for (int64_t n = n0; n < n1; ++n) {
+      const float* wf;
+      if constexpr (std::is_same_v<W, float>) {
+        wf = w + n * ws;
+      } else {
+        widen(w + n * ws, row.data(), K);
+        wf = row.data();
+      }
+      simd::dot_rows_f32(wf, xf.data(), static_cast<size_t>(K), static_cast<int>(R), static_cast<size_t>(K), acc);
+      const float s = scale ? scale[per_row ? n : 0] : 1.0f;
+      for (int64_t r = 0; r < R; ++r) {
+        float v = acc[r] * s;
+        if (bias) v += static_cast<float>(bias[n]);
+        out[r * os + n] = X(v);
+      }
+    }
+  });
+}
+}  // namespace
+
+void linear_rows(const LinearArgs& args) {
+  KILN_CHECK(args.x.size(0) <= 8, "linear_rows: at most 8 rows, got ", args.x.size(0));
+  detail::dispatch_float(args.x.dtype(), "linear", [&](auto xtag) {
+    using X = typename decltype(xtag)::type;
+    if (args.weight.dtype() == DType::Float8_e4m3fn) linear_typed<X, Float8_e4m3fn>(args);
+    else linear_typed<X, X>(args);
+  });
+}
+
+}  // namespace kiln::cpu

@@ -1,0 +1,230 @@
+// CUDA few-rows linear (decode): out[r, n] = sum_k x[r, k] * w[n, k] * scale + bias.
+//
+// Written for memory bandwidth, as ggml-cuda's decode kernels: WPR warps share
+// one output row (more when there are few rows, so every SM has work), each
+// lane streams 16-byte weight vectors with several in flight, the few
+// input rows are read through L1, partial sums meet in registers (shuffles) and
+// then shared memory; bias and the fp8 dequantisation scale are applied once.
+#include "core/backend.h"
+#include "core/dispatch.h"
+#include "cuda/map.cuh"
+
+namespace kiln::cuda_backend {
+
+namespace {
+
+constexpr int kWarps = 8;  // per block
+
+// Weight element -> float. Float8 on Hopper/Ada: the hardware pair conversion.
+template <class W>
+__device__ __forceinline__ void widen_pack(const Pack<W, 16 / sizeof(W)>& p, float* f) {
+  constexpr int V = 16 / sizeof(W);
+  if constexpr (std::is_same_v<W, Float8_e4m3fn>) {
+#if __CUDA_ARCH__ >= 890
+    const auto* u = reinterpret_cast<const uint16_t*>(p.v);
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) {
+      uint32_t h2;
+      asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(u[i]));
+      const uint16_t lo = static_cast<uint16_t>(h2 & 0xffffu), hi = static_cast<uint16_t>(h2 >> 16);
+      asm("cvt.f32.f16 %0, %1;" : "=f"(f[2 * i]) : "h"(lo));
+      asm("cvt.f32.f16 %0, %1;" : "=f"(f[2 * i + 1]) : "h"(hi));
+    }
+#else
+#pragma unroll
+    for (int i = 0; i < V; ++i) f[i] = static_cast<float>(p.v[i]);
+#endif
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) f[i] = static_cast<float>(p.v[i]);
+  }
+}
+
+// V input elements at x + k as floats (V = weight elements per 16 bytes).
+template <class X, int V>
+__device__ __forceinline__ void load_x(const X* x, float* f) {
+  constexpr int XV = 16 / sizeof(X);  // x elements per 16-byte load
+  if constexpr (V % XV == 0) {
+#pragma unroll
+    for (int j = 0; j < V / XV; ++j) {
+      const Pack<X, XV> p = reinterpret_cast<const Pack<X, XV>*>(x)[j];
+#pragma unroll
+      for (int i = 0; i < XV; ++i) f[j * XV + i] = static_cast<float>(p.v[i]);
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < V; ++i) f[i] = static_cast<float>(x[i]);
+  }
+}
+
+// One k-step of one lane: V weights of each of the NPW rows, dotted with V
+// inputs of each of the R input rows. Every input vector is loaded once and
+// used NPW times, every weight vector used R times.
+template <class X, class W, int R, int NPW, int V>
+__device__ __forceinline__ void dot_step(const Pack<W, V> (&p)[NPW], const X* x, int64_t xs, int rows,
+                                         float (&acc)[R][NPW]) {
+  float wf[NPW][V];
+#pragma unroll
+  for (int j = 0; j < NPW; ++j) widen_pack<W>(p[j], wf[j]);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    if (r < rows) {
+      float xf[V];
+      load_x<X, V>(x + r * xs, xf);
+#pragma unroll
+      for (int j = 0; j < NPW; ++j)
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[r][j] = fmaf(wf[j][i], xf[i], acc[r][j]);
+    }
+  }
+}
+
+// WPR warps split K for NPW adjacent output rows; a block covers
+// kWarps / WPR * NPW output rows.
+template <class X, class W, int R, int WPR, int NPW>
+__global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int64_t K, int rows,
+                                                                 const X* __restrict__ x, int64_t xs,
+                                                                 const W* __restrict__ w, int64_t ws,
+                                                                 const float* __restrict__ scale, bool per_row,
+                                                                 const X* __restrict__ bias, X* __restrict__ out,
+                                                                 int64_t os) {
+  constexpr int V = 16 / sizeof(W);
+  constexpr int U = NPW == 1 ? 4 : 2;  // k-steps in flight
+  constexpr int kRowsPerBlock = kWarps / WPR * NPW;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (warp / WPR) * NPW;
+  const int part = warp % WPR;
+  float acc[R][NPW];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < NPW; ++j) acc[r][j] = 0.0f;
+  if (n0 < N) {
+    const W* wr[NPW];
+#pragma unroll
+    for (int j = 0; j < NPW; ++j) wr[j] = w + ::min(n0 + j, N - 1) * ws;  // past N: a repeated row, not written
+    constexpr int64_t kStep = static_cast<int64_t>(WPR) * 32 * V;
+    int64_t k = (static_cast<int64_t>(part) * 32 + lane) * V;
+    for (; k + (U - 1) * kStep < K; k += U * kStep) {
+      Pack<W, V> p[U][NPW];
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+#pragma unroll
+        for (int j = 0; j < NPW; ++j) p[u][j] = *reinterpret_cast<const Pack<W, V>*>(wr[j] + k + u * kStep);
+#pragma unroll
+      for (int u = 0; u < U; ++u) dot_step<X, W, R, NPW, V>(p[u], x + k + u * kStep, xs, rows, acc);
+    }
+    for (; k < K; k += kStep) {
+      Pack<W, V> p[NPW];
+#pragma unroll
+      for (int j = 0; j < NPW; ++j) p[j] = *reinterpret_cast<const Pack<W, V>*>(wr[j] + k);
+      dot_step<X, W, R, NPW, V>(p, x + k, xs, rows, acc);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < NPW; ++j)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[r][j] += __shfl_down_sync(0xffffffffu, acc[r][j], o);
+  if constexpr (WPR > 1) {
+    __shared__ float parts[kWarps][R][NPW];
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int j = 0; j < NPW; ++j) parts[warp][r][j] = acc[r][j];
+    __syncthreads();
+    if (part != 0 || lane != 0) return;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int j = 0; j < NPW; ++j)
+#pragma unroll
+        for (int q = 1; q < WPR; ++q) acc[r][j] += parts[warp + q][r][j];
+  }
+  if (lane != 0) return;
+#pragma unroll
+  for (int j = 0; j < NPW; ++j) {
+    const int64_t n = n0 + j;
+    if (n >= N) break;
+    const float s = scale ? scale[per_row ? n : 0] : 1.0f;
+    const float b = bias ? static_cast<float>(bias[n]) : 0.0f;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+      if (r < rows) out[r * os + n] = X(acc[r][j] * s + b);
+  }
+}
+
+template <class X, class W, int R>
+void launch_rows(const LinearArgs& a) {
+  const int64_t N = a.weight.size(0), K = a.weight.size(1);
+  constexpr int V = 16 / sizeof(W);
+  constexpr int NPW = R == 1 ? 1 : 4;  // several input rows: share each input load across 4 weight rows
+  // Enough warps per row that about two blocks per SM run; no more than the row can feed.
+  const int64_t target_warps = static_cast<int64_t>(sm_count()) * 2 * kWarps;
+  const int64_t units = (N + NPW - 1) / NPW;
+  int wpr = 1;
+  while (wpr < kWarps && units * wpr < target_warps && K >= static_cast<int64_t>(wpr) * 2 * 32 * V * 2) wpr *= 2;
+  const float* scale = a.scale.defined() ? a.scale.data<float>() : nullptr;
+  const bool per_row = a.scale.defined() && a.scale.numel() == N && N > 1;
+  const X* bias = a.bias.defined() ? a.bias.data<X>() : nullptr;
+  const int rows = static_cast<int>(a.x.size(0));
+  auto go = [&](auto wpr_c) {
+    constexpr int P = decltype(wpr_c)::value;
+    constexpr int per_block = kWarps / P * NPW;
+    const unsigned blocks = static_cast<unsigned>((N + per_block - 1) / per_block);
+    linear_rows_kernel<X, W, R, P, NPW><<<blocks, kWarps * 32, 0, current_stream()>>>(
+        N, K, rows, a.x.data<X>(), a.x.stride(0), a.weight.data<W>(), a.weight.stride(0), scale, per_row, bias,
+        a.out.data<X>(), a.out.stride(0));
+  };
+  switch (wpr) {
+    case 1: go(std::integral_constant<int, 1>{}); break;
+    case 2: go(std::integral_constant<int, 2>{}); break;
+    case 4: go(std::integral_constant<int, 4>{}); break;
+    default: go(std::integral_constant<int, 8>{}); break;
+  }
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+template <class X, class W>
+void linear_typed(const LinearArgs& a) {
+  const int64_t rows = a.x.size(0);
+  if (rows == 1) launch_rows<X, W, 1>(a);
+  else if (rows == 2) launch_rows<X, W, 2>(a);
+  else if (rows <= 4) launch_rows<X, W, 4>(a);
+  else launch_rows<X, W, 8>(a);
+}
+
+}  // namespace
+
+void linear_rows(const LinearArgs& args) {
+  const int64_t K = args.weight.size(1);
+  constexpr size_t kAlign = 16;
+  const size_t wv = 16 / args.weight.itemsize();
+  const bool aligned = aligned16(args.weight.data_ptr()) && aligned16(args.x.data_ptr()) &&
+                       K % static_cast<int64_t>(wv) == 0 &&
+                       (args.weight.stride(0) * args.weight.itemsize()) % kAlign == 0 &&
+                       (args.x.stride(0) * args.x.itemsize()) % kAlign == 0;
+  KILN_CHECK(args.x.size(0) <= 8, "linear_rows: at most 8 rows, got ", args.x.size(0));
+  if (!aligned) {
+    // Vector loads need 16-byte rows: an odd K or offset view goes the GEMM way.
+    Tensor w = args.weight;
+    if (w.dtype() == DType::Float8_e4m3fn) {
+      w = w.to(DType::Float32);
+      w = (args.scale.numel() == 1 ? mul(w, args.scale.view(Shape{})) : mul(w, args.scale.view({w.size(0), 1})))
+              .to(args.x.dtype());
+    }
+    Tensor y = matmul(args.x, w.t());
+    if (args.bias.defined()) y = add(y, args.bias);
+    args.out.copy_(y);
+    return;
+  }
+  detail::dispatch_float(args.x.dtype(), "linear", [&](auto xtag) {
+    using X = typename decltype(xtag)::type;
+    if (args.weight.dtype() == DType::Float8_e4m3fn) linear_typed<X, Float8_e4m3fn>(args);
+    else linear_typed<X, X>(args);
+  });
+}
+
+}  // namespace kiln::cuda_backend
