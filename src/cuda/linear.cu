@@ -8,6 +8,7 @@
 #include "core/backend.h"
 #include "core/dispatch.h"
 #include "cuda/map.cuh"
+#include "ops/linear.h"
 
 namespace kiln::cuda_backend {
 
@@ -209,15 +210,7 @@ void linear_rows(const LinearArgs& args) {
   KILN_CHECK(args.x.size(0) <= 8, "linear_rows: at most 8 rows, got ", args.x.size(0));
   if (!aligned) {
     // Vector loads need 16-byte rows: an odd K or offset view goes the GEMM way.
-    Tensor w = args.weight;
-    if (w.dtype() == DType::Float8_e4m3fn) {
-      w = w.to(DType::Float32);
-      w = (args.scale.numel() == 1 ? mul(w, args.scale.view(Shape{})) : mul(w, args.scale.view({w.size(0), 1})))
-              .to(args.x.dtype());
-    }
-    Tensor y = matmul(args.x, w.t());
-    if (args.bias.defined()) y = add(y, args.bias);
-    args.out.copy_(y);
+    args.out.copy_(linear_gemm(args.x, args.weight, args.scale, args.bias));
     return;
   }
   detail::dispatch_float(args.x.dtype(), "linear", [&](auto xtag) {

@@ -4,6 +4,7 @@
 #include "core/check.h"
 #include "core/shape.h"
 #include "ops/common.h"
+#include "ops/linear.h"
 
 namespace kiln {
 
@@ -17,6 +18,16 @@ int64_t max_decode_rows(const Tensor& x, bool fp8) { return x.is_cuda() && !fp8 
 
 bool is_gemm_float(DType d) { return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16; }
 }  // namespace
+
+Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& scale, const Tensor& b) {
+  Tensor w = weight;
+  if (weight.dtype() == DType::Float8_e4m3fn) {
+    w = weight.to(DType::Float32);
+    w = (scale.numel() == 1 ? mul(w, scale.view(Shape{})) : mul(w, scale.view({weight.size(0), 1}))).to(x.dtype());
+  }
+  Tensor y = matmul(x, w.t());
+  return b.defined() ? add(y, b) : y;
+}
 
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
               const std::optional<Tensor>& weight_scale) {
@@ -73,15 +84,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
     KILN_ON_DEVICE(x.device(), linear_rows, args);
     return args.out.view(out_shape);
   }
-  // Many rows: a GEMM. An fp8 weight is dequantised to the input's dtype first.
-  Tensor w = weight;
-  if (fp8) {
-    w = weight.to(DType::Float32);
-    w = (scale.numel() == 1 ? mul(w, scale.view(Shape{})) : mul(w, scale.view({N, 1}))).to(x.dtype());
-  }
-  Tensor y = matmul(x2, w.t());
-  if (b.defined()) y = add(y, b);
-  return y.view(out_shape);
+  return linear_gemm(x2, weight, scale, b).view(out_shape);
 }
 
 }  // namespace kiln
