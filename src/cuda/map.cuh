@@ -31,10 +31,20 @@ struct Array {
   T v[N];
 };
 
+// Elements per vector: 16 bytes of the smaller type, at most 32 bytes of the
+// larger (a bf16 -> fp8 cast moves 32 bytes in and 16 out per vector).
 template <class A, class B>
 constexpr int vec_width() {
-  constexpr size_t w = sizeof(A) > sizeof(B) ? sizeof(A) : sizeof(B);
-  return static_cast<int>(16 / w) > 0 ? static_cast<int>(16 / w) : 1;
+  constexpr size_t lo = sizeof(A) < sizeof(B) ? sizeof(A) : sizeof(B);
+  constexpr size_t hi = sizeof(A) > sizeof(B) ? sizeof(A) : sizeof(B);
+  constexpr size_t v = 16 / lo < 32 / hi ? 16 / lo : 32 / hi;
+  return v > 0 ? static_cast<int>(v) : 1;
+}
+
+// True when p can be read as Pack<T, V>.
+template <class T, int V>
+bool pack_aligned(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
 }
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
@@ -237,10 +247,10 @@ void launch_map(const Tensor& out, const Tensor* const (&inputs)[A], F f) {
 
   if (L.is_flat() && !L.is_scalar_operand(0)) {
     Array<FlatIn<I>, A> in;
-    bool vec = aligned16(o);
+    bool vec = pack_aligned<O, V>(o);
     for (int a = 0; a < A; ++a) {
       in.v[a] = FlatIn<I>{p.v[a], L.is_scalar_operand(a + 1)};
-      vec = vec && (in.v[a].scalar || aligned16(p.v[a]));
+      vec = vec && (in.v[a].scalar || pack_aligned<I, V>(p.v[a]));
     }
     const int64_t items = vec ? (L.numel / V + kUnroll - 1) / kUnroll : L.numel;
     map_flat<V><<<grid_all(items, kThreads), kThreads, 0, s>>>(L.numel, o, in, f, vec);
@@ -248,7 +258,8 @@ void launch_map(const Tensor& out, const Tensor* const (&inputs)[A], F f) {
     return;
   }
   // rows: dim 0 (innermost) contiguous or broadcast everywhere, output contiguous in it
-  if (L.ndim == 2 && L.strides[0][0] == 1 && L.sizes[0] % V == 0 && aligned16(o) && L.strides[0][1] % V == 0) {
+  if (L.ndim == 2 && L.strides[0][0] == 1 && L.sizes[0] % V == 0 && pack_aligned<O, V>(o) &&
+      L.strides[0][1] % V == 0) {
     bool ok = true;
     Array<int64_t, A> rs;
     Array<bool, A> bc;
@@ -256,7 +267,7 @@ void launch_map(const Tensor& out, const Tensor* const (&inputs)[A], F f) {
       const int64_t cs = L.strides[a + 1][0];
       rs.v[a] = L.strides[a + 1][1];
       bc.v[a] = cs == 0;
-      ok = ok && (cs == 0 || (cs == 1 && aligned16(p.v[a]) && rs.v[a] % V == 0));
+      ok = ok && (cs == 0 || (cs == 1 && pack_aligned<I, V>(p.v[a]) && rs.v[a] % V == 0));
     }
     if (ok) {
       const int64_t rows = L.sizes[1], cols = L.sizes[0];
@@ -295,7 +306,7 @@ void launch_flat1(const Tensor& out, const Tensor& in, F f) {
   O* o = static_cast<O*>(out.data_ptr());
   const I* x = static_cast<const I*>(in.data_ptr());
   constexpr int V = vec_width<O, I>();
-  const bool vec = aligned16(o) && aligned16(x);
+  const bool vec = pack_aligned<O, V>(o) && pack_aligned<I, V>(x);
   Array<FlatIn<I>, 1> args{{FlatIn<I>{x, false}}};
   const int64_t items = vec ? (n / V + kUnroll - 1) / kUnroll : n;
   map_flat<V><<<grid_all(items, kThreads), kThreads, 0, current_stream()>>>(n, o, args, f, vec);
