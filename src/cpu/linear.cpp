@@ -1,7 +1,6 @@
 // CPU few-rows linear (decode): threads split the output features; each weight
-// row is widened to float32 once (in L1) and dotted with every input row, so
-// the weight matrix is read from memory exactly once per call.
-#include <array>
+// row is dotted with every input row (bf16 and fp8 decoded in registers, fp16
+// widened to float32 once in L1), so the weights are read from memory once per call.
 #include <vector>
 
 #include "core/backend.h"
@@ -16,15 +15,6 @@ namespace {
 template <class W>
 void widen(const W* w, float* out, int64_t k) {
   for (int64_t i = 0; i < k; ++i) out[i] = static_cast<float>(w[i]);
-}
-// float8: a table of the 256 values
-void widen(const Float8_e4m3fn* w, float* out, int64_t k) {
-  static const auto table = [] {
-    std::array<float, 256> t{};
-    for (int c = 0; c < 256; ++c) t[c] = bits::e4m3fn_to_f32(static_cast<uint8_t>(c));
-    return t;
-  }();
-  for (int64_t i = 0; i < k; ++i) out[i] = table[w[i].x];
 }
 
 template <class X, class W>
@@ -41,17 +31,26 @@ void linear_typed(const LinearArgs& a) {
   X* out = a.out.data<X>();
   const int64_t os = a.out.stride(0);
   parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1)), [&](int64_t n0, int64_t n1) {
-    std::vector<float> row(std::is_same_v<W, float> ? 0 : static_cast<size_t>(K));
+    constexpr bool direct = !std::is_same_v<W, Half>;  // only fp16 goes through a widened row
+    std::vector<float> row(direct ? 0 : static_cast<size_t>(K));
     float acc[8];
     for (int64_t n = n0; n < n1; ++n) {
-      const float* wf;
-      if constexpr (std::is_same_v<W, float>) {
-        wf = w + n * ws;
+      if constexpr (std::is_same_v<W, BFloat16>) {
+        simd::dot_rows_bf16(reinterpret_cast<const uint16_t*>(w + n * ws), xf.data(), static_cast<size_t>(K),
+                            static_cast<int>(R), static_cast<size_t>(K), acc);
+      } else if constexpr (std::is_same_v<W, Float8_e4m3fn>) {
+        simd::dot_rows_e4m3(reinterpret_cast<const uint8_t*>(w + n * ws), xf.data(), static_cast<size_t>(K),
+                            static_cast<int>(R), static_cast<size_t>(K), acc);
       } else {
-        widen(w + n * ws, row.data(), K);
-        wf = row.data();
+        const float* wf;
+        if constexpr (std::is_same_v<W, float>) {
+          wf = w + n * ws;
+        } else {
+          widen(w + n * ws, row.data(), K);
+          wf = row.data();
+        }
+        simd::dot_rows_f32(wf, xf.data(), static_cast<size_t>(K), static_cast<int>(R), static_cast<size_t>(K), acc);
       }
-      simd::dot_rows_f32(wf, xf.data(), static_cast<size_t>(K), static_cast<int>(R), static_cast<size_t>(K), acc);
       const float s = scale ? scale[per_row ? n : 0] : 1.0f;
       for (int64_t r = 0; r < R; ++r) {
         float v = acc[r] * s;

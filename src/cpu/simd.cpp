@@ -6,6 +6,13 @@
 #include "hwy/contrib/math/math-inl.h"
 
 #include "cpu/simd.h"
+#include "kiln/scalar_types.h"
+
+#ifndef KILN_SIMD_HELPERS
+#define KILN_SIMD_HELPERS
+#include <limits>
+inline float bits_to_float_e4m3(uint8_t v) { return kiln::bits::e4m3fn_to_f32(v); }
+#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::simd::HWY_NAMESPACE {
@@ -134,6 +141,62 @@ void DotRowsF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t
   for (int r = 0; r < rows; ++r) acc[r] = hn::GetLane(hn::SumOfLanes(d, s[r]));
 }
 
+// The same with bfloat16 weights, promoted to float32 in registers (no widened copy).
+void DotRowsBF16(const uint16_t* HWY_RESTRICT w_bits, const float* HWY_RESTRICT x, size_t x_stride, int rows,
+                 size_t k, float* HWY_RESTRICT acc) {
+  const hn::ScalableTag<float> d;
+  const hn::Rebind<hwy::bfloat16_t, decltype(d)> dbf;
+  const auto* w = reinterpret_cast<const hwy::bfloat16_t*>(w_bits);
+  const size_t L = hn::Lanes(d);
+  using V = hn::Vec<decltype(d)>;
+  V s[8];
+  for (int r = 0; r < 8; ++r) s[r] = hn::Zero(d);
+  size_t i = 0;
+  for (; i + L <= k; i += L) {
+    const V wv = hn::PromoteTo(d, hn::LoadU(dbf, w + i));
+    for (int r = 0; r < rows; ++r) s[r] = hn::MulAdd(wv, hn::LoadU(d, x + r * x_stride + i), s[r]);
+  }
+  for (int r = 0; r < rows; ++r) {
+    float tail = 0.0f;
+    for (size_t j = i; j < k; ++j) tail += hwy::F32FromBF16(w[j]) * x[r * x_stride + j];
+    acc[r] = hn::GetLane(hn::SumOfLanes(d, s[r])) + tail;
+  }
+}
+
+// The same with float8_e4m3fn weights decoded in registers, in integer ops:
+// normals move their 7 magnitude bits under float's exponent and add the bias
+// difference (120); subnormals (exponent 0) are m * 2^-9; 0x7f/0xff are NaN.
+// (No float subnormal is ever formed: on x86 those cost a microcode assist.)
+void DotRowsE4M3(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,
+                 float* HWY_RESTRICT acc) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const hn::Rebind<uint8_t, decltype(d)> d8;
+  const size_t L = hn::Lanes(d);
+  using V = hn::Vec<decltype(d)>;
+  const auto m7 = hn::Set(di, 0x7f), m8 = hn::Set(di, 0x80), eight = hn::Set(di, 8), bias = hn::Set(di, 120 << 23);
+  const V sub_unit = hn::Set(d, 0.001953125f);  // 2^-9
+  const V nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
+  V s[8];
+  for (int r = 0; r < 8; ++r) s[r] = hn::Zero(d);
+  size_t i = 0;
+  for (; i + L <= k; i += L) {
+    const auto b = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<decltype(d)>(), hn::LoadU(d8, w + i)));
+    const auto mag = hn::And(b, m7);
+    const V normal = hn::BitCast(d, hn::Add(hn::ShiftLeft<20>(mag), bias));
+    const V sub = hn::Mul(hn::ConvertTo(d, mag), sub_unit);
+    V wv = hn::IfThenElse(hn::RebindMask(d, hn::Lt(mag, eight)), sub, normal);
+    wv = hn::Or(wv, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, m8))));  // sign
+    wv = hn::IfThenElse(hn::RebindMask(d, hn::Eq(mag, m7)), nan, wv);
+    for (int r = 0; r < rows; ++r) s[r] = hn::MulAdd(wv, hn::LoadU(d, x + r * x_stride + i), s[r]);
+  }
+  for (int r = 0; r < rows; ++r) {
+    float tail = 0.0f;
+    for (size_t j = i; j < k; ++j) tail += bits_to_float_e4m3(w[j]) * x[r * x_stride + j];
+    acc[r] = hn::GetLane(hn::SumOfLanes(d, s[r])) + tail;
+  }
+}
+
 }  // namespace kiln::cpu::simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -143,6 +206,8 @@ HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(SumF32);
 HWY_EXPORT(DotRowsF32);
+HWY_EXPORT(DotRowsBF16);
+HWY_EXPORT(DotRowsE4M3);
 
 bool unary_f32(UnaryOp op, const float* in, float* out, size_t n) {
   return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, in, out, n);
@@ -154,6 +219,12 @@ bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool
 double sum_f32(const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(in, n); }
 void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
   HWY_DYNAMIC_DISPATCH(DotRowsF32)(w, x, x_stride, rows, k, acc);
+}
+void dot_rows_bf16(const uint16_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
+  HWY_DYNAMIC_DISPATCH(DotRowsBF16)(w, x, x_stride, rows, k, acc);
+}
+void dot_rows_e4m3(const uint8_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
+  HWY_DYNAMIC_DISPATCH(DotRowsE4M3)(w, x, x_stride, rows, k, acc);
 }
 }  // namespace kiln::cpu::simd
 #endif

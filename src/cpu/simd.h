@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/backend.h"
 
@@ -16,5 +17,9 @@ bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool
 double sum_f32(const float* in, size_t n);
 // acc[r] = sum_k w[k] * x[r * x_stride + k] for r < rows (rows <= 8).
 void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
+// The same with bfloat16 weights (their bits), promoted in registers.
+void dot_rows_bf16(const uint16_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
+// The same with float8_e4m3fn weights (their bits), decoded in registers.
+void dot_rows_e4m3(const uint8_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
 
 }  // namespace kiln::cpu::simd

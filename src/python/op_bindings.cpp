@@ -23,6 +23,9 @@ Tensor binary(const char* name, TT tt, TS ts, py::handle a, py::handle b) {
   return tt(as_tensor_like(a, y, name), y);
 }
 
+// generator=None -> the default generator
+Generator* to_generator(py::handle g) { return g.is_none() ? nullptr : g.cast<Generator*>(); }
+
 std::optional<DType> opt_dtype(py::handle d) {
   if (d.is_none()) return std::nullopt;
   return d.cast<DType>();
@@ -91,15 +94,15 @@ void bind_ops(py::module_& m) {
   m.def("zeros_like", &zeros_like);
   m.def("ones_like", &ones_like);
   m.def("full_like", [](const Tensor& t, py::object v) { return full_like(t, to_scalar(v, "full_like")); });
-  m.def("rand", [](py::args a, py::object dtype, py::object device, Generator* gen) {
-    return rand(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device), gen);
+  m.def("rand", [](py::args a, py::object dtype, py::object device, py::object gen) {
+    return rand(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device), to_generator(gen));
   }, arg("dtype") = none, arg("device") = none, arg("generator") = none);
-  m.def("randn", [](py::args a, py::object dtype, py::object device, Generator* gen) {
-    return randn(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device), gen);
+  m.def("randn", [](py::args a, py::object dtype, py::object device, py::object gen) {
+    return randn(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device), to_generator(gen));
   }, arg("dtype") = none, arg("device") = none, arg("generator") = none);
-  cls.def("uniform_", [](Tensor& t, double lo, double hi, Generator* g) { uniform_(t, lo, hi, g); return t; },
+  cls.def("uniform_", [](Tensor& t, double lo, double hi, py::object g) { uniform_(t, lo, hi, to_generator(g)); return t; },
           arg("from") = 0.0, arg("to") = 1.0, arg("generator") = none);
-  cls.def("normal_", [](Tensor& t, double mean, double std, Generator* g) { normal_(t, mean, std, g); return t; },
+  cls.def("normal_", [](Tensor& t, double mean, double std, py::object g) { normal_(t, mean, std, to_generator(g)); return t; },
           arg("mean") = 0.0, arg("std") = 1.0, arg("generator") = none);
 
   // ---- elementwise ----

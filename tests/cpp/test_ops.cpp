@@ -275,3 +275,22 @@ TEST(Ops, LinearFp8WeightsWithScales) {
   EXPECT_THROW(linear(x, randn({N, K}), randn({N + 1})), Error);    // bias shape
   EXPECT_EQ(linear(zeros({0, K}), randn({N, K})).shape(), (Shape{0, N}));
 }
+
+TEST(Ops, LinearFp8DecodesEveryCode) {
+  // one weight row per input column order: every finite e4m3 code (subnormals included), and a row with NaN
+  std::vector<uint8_t> codes;
+  for (int c = 0; c < 256; ++c) codes.push_back((c & 0x7f) == 0x7f ? 0 : static_cast<uint8_t>(c));
+  std::vector<uint8_t> bits(codes);
+  bits.insert(bits.end(), codes.rbegin(), codes.rend());
+  bits[256 + 5] = 0x7f;  // NaN in the second row
+  Tensor w = Tensor::from_vector(bits, {2, 256}, kiln::uint8).view(kiln::float8_e4m3fn);
+  Generator g(3);
+  Tensor x = randn({1, 256}, kiln::float32, kCPU, &g);
+  Tensor s = full({}, 0.5, kiln::float32);
+  const auto got = linear(x, w, std::nullopt, s).tolist<double>();
+  const auto xv = x.tolist<double>();
+  double want = 0;
+  for (int k = 0; k < 256; ++k) want += xv[k] * bits::e4m3fn_to_f32(codes[k]);
+  EXPECT_NEAR(got[0], 0.5 * want, 1e-4 * (1 + std::abs(want)));
+  EXPECT_TRUE(std::isnan(got[1]));
+}

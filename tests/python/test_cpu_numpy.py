@@ -172,6 +172,23 @@ class Ops(unittest.TestCase):
         self.assertTrue(all(np.isnan(old)))
 
 
+class Random(unittest.TestCase):
+    def test_seeded_and_distributed(self):
+        kiln.manual_seed(3)
+        a = np.from_dlpack(kiln.randn(200000))
+        kiln.manual_seed(3)
+        b = np.from_dlpack(kiln.randn(200000))
+        np.testing.assert_array_equal(a, b)
+        self.assertAlmostEqual(float(a.mean()), 0.0, delta=0.01)
+        self.assertAlmostEqual(float(a.std()), 1.0, delta=0.01)
+        u = np.from_dlpack(kiln.rand(200000, generator=kiln.Generator(5)))
+        self.assertTrue((u >= 0).all() and (u < 1).all())
+        self.assertAlmostEqual(float(u.mean()), 0.5, delta=0.01)
+        t = kiln.empty(1000)
+        t.uniform_(2.0, 3.0)
+        self.assertTrue(2.0 <= min(t.tolist()) and max(t.tolist()) < 3.0)
+
+
 class Runtime(unittest.TestCase):
     def test_names_follow_torch(self):
         self.assertEqual(repr(kiln.float8_e4m3fn), "kiln.float8_e4m3fn")
