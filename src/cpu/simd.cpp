@@ -8,11 +8,7 @@
 #include "cpu/simd.h"
 #include "kiln/scalar_types.h"
 
-#ifndef KILN_SIMD_HELPERS
-#define KILN_SIMD_HELPERS
 #include <limits>
-inline float bits_to_float_e4m3(uint8_t v) { return kiln::bits::e4m3fn_to_f32(v); }
-#endif
 
 HWY_BEFORE_NAMESPACE();
 namespace kiln::cpu::simd::HWY_NAMESPACE {
@@ -119,82 +115,65 @@ double SumF32(const float* in, size_t n) {
   return total;
 }
 
-// acc[r] = dot(w, x + r * x_stride) over k for r < rows (<= 8): w is read once
-// per vector and used for every row, four lanes-wide accumulators per row.
+// acc[r] = dot(w, x + r * x_stride) over k for r < rows (<= 8), one vector
+// accumulator per row: each weight vector is loaded (and decoded) once and used
+// for every row. load_w(d, i) gives L weights from i as float32; weight(j) one.
+template <class LoadW, class WeightAt>
+HWY_INLINE void dot_rows(LoadW load_w, WeightAt weight, const float* HWY_RESTRICT x, size_t x_stride, int rows,
+                         size_t k, float* HWY_RESTRICT acc) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  using V = hn::Vec<decltype(d)>;
+  V s[8];
+  for (int r = 0; r < 8; ++r) s[r] = hn::Zero(d);
+  size_t i = 0;
+  for (; i + L <= k; i += L) {
+    const V wv = load_w(d, i);
+    for (int r = 0; r < rows; ++r) s[r] = hn::MulAdd(wv, hn::LoadU(d, x + r * x_stride + i), s[r]);
+  }
+  for (int r = 0; r < rows; ++r) {
+    float tail = 0.0f;
+    for (size_t j = i; j < k; ++j) tail += weight(j) * x[r * x_stride + j];
+    acc[r] = hn::GetLane(hn::SumOfLanes(hn::ScalableTag<float>(), s[r])) + tail;
+  }
+}
+
 void DotRowsF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,
                 float* HWY_RESTRICT acc) {
-  const hn::ScalableTag<float> d;
-  const size_t L = hn::Lanes(d);
-  using V = hn::Vec<decltype(d)>;
-  V s[8];
-  for (int r = 0; r < 8; ++r) s[r] = hn::Zero(d);
-  size_t i = 0;
-  for (; i + L <= k; i += L) {
-    const V wv = hn::LoadU(d, w + i);
-    for (int r = 0; r < rows; ++r) s[r] = hn::MulAdd(wv, hn::LoadU(d, x + r * x_stride + i), s[r]);
-  }
-  if (i < k) {
-    const auto m = hn::FirstN(d, k - i);
-    const V wv = hn::MaskedLoad(m, d, w + i);
-    for (int r = 0; r < rows; ++r) s[r] = hn::MulAdd(wv, hn::MaskedLoad(m, d, x + r * x_stride + i), s[r]);
-  }
-  for (int r = 0; r < rows; ++r) acc[r] = hn::GetLane(hn::SumOfLanes(d, s[r]));
+  dot_rows([w](auto d, size_t i) { return hn::LoadU(d, w + i); }, [w](size_t j) { return w[j]; }, x, x_stride, rows,
+           k, acc);
 }
 
-// The same with bfloat16 weights, promoted to float32 in registers (no widened copy).
+// bfloat16 weights, promoted to float32 in registers (no widened copy).
 void DotRowsBF16(const uint16_t* HWY_RESTRICT w_bits, const float* HWY_RESTRICT x, size_t x_stride, int rows,
                  size_t k, float* HWY_RESTRICT acc) {
-  const hn::ScalableTag<float> d;
-  const hn::Rebind<hwy::bfloat16_t, decltype(d)> dbf;
   const auto* w = reinterpret_cast<const hwy::bfloat16_t*>(w_bits);
-  const size_t L = hn::Lanes(d);
-  using V = hn::Vec<decltype(d)>;
-  V s[8];
-  for (int r = 0; r < 8; ++r) s[r] = hn::Zero(d);
-  size_t i = 0;
-  for (; i + L <= k; i += L) {
-    const V wv = hn::PromoteTo(d, hn::LoadU(dbf, w + i));
-    for (int r = 0; r < rows; ++r) s[r] = hn::MulAdd(wv, hn::LoadU(d, x + r * x_stride + i), s[r]);
-  }
-  for (int r = 0; r < rows; ++r) {
-    float tail = 0.0f;
-    for (size_t j = i; j < k; ++j) tail += hwy::F32FromBF16(w[j]) * x[r * x_stride + j];
-    acc[r] = hn::GetLane(hn::SumOfLanes(d, s[r])) + tail;
-  }
+  auto load = [w](auto d, size_t i) {
+    const hn::Rebind<hwy::bfloat16_t, decltype(d)> dbf;
+    return hn::PromoteTo(d, hn::LoadU(dbf, w + i));
+  };
+  dot_rows(load, [w](size_t j) { return hwy::F32FromBF16(w[j]); }, x, x_stride, rows, k, acc);
 }
 
-// The same with float8_e4m3fn weights decoded in registers, in integer ops:
-// normals move their 7 magnitude bits under float's exponent and add the bias
-// difference (120); subnormals (exponent 0) are m * 2^-9; 0x7f/0xff are NaN.
-// (No float subnormal is ever formed: on x86 those cost a microcode assist.)
+// float8_e4m3fn weights decoded in registers with integer ops: normals move their
+// 7 magnitude bits under float's exponent and add the bias difference (120);
+// subnormals (exponent 0) are m * 2^-9; 0x7f/0xff are NaN. No float subnormal
+// is ever formed (on x86 those cost a microcode assist each).
 void DotRowsE4M3(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,
                  float* HWY_RESTRICT acc) {
-  const hn::ScalableTag<float> d;
-  const hn::RebindToSigned<decltype(d)> di;
-  const hn::Rebind<uint8_t, decltype(d)> d8;
-  const size_t L = hn::Lanes(d);
-  using V = hn::Vec<decltype(d)>;
-  const auto m7 = hn::Set(di, 0x7f), m8 = hn::Set(di, 0x80), eight = hn::Set(di, 8), bias = hn::Set(di, 120 << 23);
-  const V sub_unit = hn::Set(d, 0.001953125f);  // 2^-9
-  const V nan = hn::Set(d, std::numeric_limits<float>::quiet_NaN());
-  V s[8];
-  for (int r = 0; r < 8; ++r) s[r] = hn::Zero(d);
-  size_t i = 0;
-  for (; i + L <= k; i += L) {
+  auto load = [w](auto d, size_t i) {
+    const hn::RebindToSigned<decltype(d)> di;
+    const hn::Rebind<uint8_t, decltype(d)> d8;
     const auto b = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<decltype(d)>(), hn::LoadU(d8, w + i)));
-    const auto mag = hn::And(b, m7);
-    const V normal = hn::BitCast(d, hn::Add(hn::ShiftLeft<20>(mag), bias));
-    const V sub = hn::Mul(hn::ConvertTo(d, mag), sub_unit);
-    V wv = hn::IfThenElse(hn::RebindMask(d, hn::Lt(mag, eight)), sub, normal);
-    wv = hn::Or(wv, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, m8))));  // sign
-    wv = hn::IfThenElse(hn::RebindMask(d, hn::Eq(mag, m7)), nan, wv);
-    for (int r = 0; r < rows; ++r) s[r] = hn::MulAdd(wv, hn::LoadU(d, x + r * x_stride + i), s[r]);
-  }
-  for (int r = 0; r < rows; ++r) {
-    float tail = 0.0f;
-    for (size_t j = i; j < k; ++j) tail += bits_to_float_e4m3(w[j]) * x[r * x_stride + j];
-    acc[r] = hn::GetLane(hn::SumOfLanes(d, s[r])) + tail;
-  }
+    const auto mag = hn::And(b, hn::Set(di, 0x7f));
+    const auto normal = hn::BitCast(d, hn::Add(hn::ShiftLeft<20>(mag), hn::Set(di, 120 << 23)));
+    const auto sub = hn::Mul(hn::ConvertTo(d, mag), hn::Set(d, 0.001953125f));  // 2^-9
+    auto v = hn::IfThenElse(hn::RebindMask(d, hn::Lt(mag, hn::Set(di, 8))), sub, normal);
+    v = hn::Or(v, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(di, 0x80)))));  // sign
+    return hn::IfThenElse(hn::RebindMask(d, hn::Eq(mag, hn::Set(di, 0x7f))),
+                          hn::Set(d, std::numeric_limits<float>::quiet_NaN()), v);
+  };
+  dot_rows(load, [w](size_t j) { return kiln::bits::e4m3fn_to_f32(w[j]); }, x, x_stride, rows, k, acc);
 }
 
 }  // namespace kiln::cpu::simd::HWY_NAMESPACE
