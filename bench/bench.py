@@ -183,7 +183,26 @@ def linear_cases():
     return c
 
 
-CASES = [core_cases, linear_cases]
+# ---- cases: softmax (issue 3) ----
+def softmax_cases():
+    c = []
+    for v in (32000, 128256, 151936, 262144):
+        x = torch.randn(1, v, device="cuda")
+        kx = k(x)
+        c.append(Case("softmax", f"softmax f32 [1,{v}]", 8.0 * v, lambda kx=kx: kiln.softmax(kx, -1),
+                      lambda x=x: torch.softmax(x, -1), graph=True))
+    for shape, dt in (((4096, 4096), torch.float32), ((64, 151936), torch.bfloat16), ((32768, 1024), torch.bfloat16)):
+        x = torch.randn(*shape, device="cuda", dtype=dt)
+        kx = k(x)
+        n = x.numel() * x.element_size()
+        c.append(Case("softmax", f"softmax {str(dt)[6:]} {list(shape)}", 2.0 * n, lambda kx=kx: kiln.softmax(kx, -1),
+                      lambda x=x: torch.softmax(x, -1)))
+        c.append(Case("softmax", f"log_softmax {str(dt)[6:]} {list(shape)}", 2.0 * n,
+                      lambda kx=kx: kiln.log_softmax(kx, -1), lambda x=x: torch.log_softmax(x, -1)))
+    return c
+
+
+CASES = [core_cases, linear_cases, softmax_cases]
 
 
 def measured_copy_gbs(repeats, stream):

@@ -120,6 +120,12 @@ Tensor mm(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               const std::optional<Tensor>& weight_scale = std::nullopt);
 
+// softmax / log_softmax over `dim`, as torch.softmax: float32, float16 or bfloat16
+// (computed in float32); `dtype` casts the input first. Rows with +-inf are handled
+// as torch does (a row of all -inf gives NaN).
+Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+
 // ---- shape helpers ----
 // The broadcast shape of a and b, or Error naming both.
 Shape broadcast_shapes(const Shape& a, const Shape& b);

@@ -60,7 +60,9 @@ struct LinearArgs {
   /* out [B, M, N] contiguous = a [B, M, K] x b [B, K, N]; any strides on a and b */               \
   void matmul(const Tensor& out, const Tensor& a, const Tensor& b);                                 \
   /* the few-rows (decode) linear: out [R, N] = x [R, K] w[N, K]^T * scale + bias, see LinearArgs */ \
-  void linear_rows(const LinearArgs& args);
+  void linear_rows(const LinearArgs& args);                                                         \
+  /* out, in [M, N] contiguous, one float dtype: softmax (or log_softmax) of each row */          \
+  void softmax_rows(const Tensor& out, const Tensor& in, bool log);
 
 namespace cpu {
 KILN_BACKEND_KERNELS

@@ -221,6 +221,13 @@ void bind_ops(py::module_& m) {
     return linear(x, w, bias, scale);
   }, arg("input"), arg("weight"), arg("bias") = none, py::kw_only(), arg("weight_scale") = none,
      py::call_guard<py::gil_scoped_release>());
+  for (bool log : {false, true}) {
+    auto f = [log](const Tensor& x, int64_t dim, py::object dtype) {
+      return log ? log_softmax(x, dim, opt_dtype(dtype)) : softmax(x, dim, opt_dtype(dtype));
+    };
+    m.def(log ? "log_softmax" : "softmax", f, arg("input"), arg("dim"), arg("dtype") = none);
+    cls.def(log ? "log_softmax" : "softmax", f, arg("dim"), arg("dtype") = none);
+  }
   m.def("broadcast_shapes", [](py::args shapes) {
     Shape out;
     for (auto s : shapes) out = broadcast_shapes(out, s.cast<Shape>());

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "kiln/kiln.h"
 
@@ -293,4 +294,50 @@ TEST(Ops, LinearFp8DecodesEveryCode) {
   for (int k = 0; k < 256; ++k) want += xv[k] * bits::e4m3fn_to_f32(codes[k]);
   EXPECT_NEAR(got[0], 0.5 * want, 1e-4 * (1 + std::abs(want)));
   EXPECT_TRUE(std::isnan(got[1]));
+}
+
+// ---- softmax / log_softmax against a double-precision reference ----
+TEST(Ops, SoftmaxMatchesReference) {
+  Generator g(11);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (DType dt : {kiln::float32, kiln::bfloat16}) {
+    Tensor x = (randn({5, 7, 9}, kiln::float32, kCPU, &g) * 5);
+    x.select(0, 1).select(0, 2).fill_(-inf);          // a row (dim 2) of all -inf
+    x.select(0, 2).select(1, 3).fill_(-inf);          // -inf entries in other rows
+    x.select(0, 3).select(0, 0).select(0, 0).fill_(1e30);  // a huge value
+    x = x.to(dt);
+    for (int64_t dim : {2, 1, 0, -1}) {
+      for (bool log : {false, true}) {
+        const Tensor y = log ? log_softmax(x, dim) : softmax(x, dim);
+        ASSERT_EQ(y.shape(), x.shape());
+        ASSERT_EQ(y.dtype(), dt);
+        const auto xv = x.to(kiln::float32).tolist<double>();
+        const auto yv = y.to(kiln::float32).tolist<double>();
+        const int64_t d = dim < 0 ? dim + 3 : dim;
+        const Shape& sh = x.shape();
+        const int64_t stride = d == 2 ? 1 : d == 1 ? 9 : 63;
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          const int64_t pos = (i / stride) % sh[d];
+          const int64_t base = i - pos * stride;
+          double mx = -INFINITY;
+          for (int64_t j = 0; j < sh[d]; ++j) mx = std::max(mx, xv[base + j * stride]);
+          double sum = 0;
+          for (int64_t j = 0; j < sh[d]; ++j) sum += std::exp(xv[base + j * stride] - mx);
+          const double want = log ? xv[i] - mx - std::log(sum) : std::exp(xv[i] - mx) / sum;
+          if (std::isnan(want)) {
+            ASSERT_TRUE(std::isnan(yv[i])) << "dim " << dim << " i " << i;
+          } else if (std::isinf(want)) {
+            ASSERT_EQ(yv[i], want);
+          } else {
+            const double tol = dt == kiln::float32 ? 1e-5 : 1e-2;
+            ASSERT_NEAR(yv[i], want, tol * (1 + std::abs(want))) << "dim " << dim << " i " << i << " log " << log;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_THROW(softmax(zeros({3}, kiln::int32), 0), Error);
+  EXPECT_THROW(softmax(zeros({3}), 1), Error);
+  EXPECT_EQ(softmax(zeros({0, 4}), 1).shape(), (Shape{0, 4}));
+  EXPECT_EQ(softmax(zeros({2, 3}, kiln::float16), 1, kiln::float32).dtype(), kiln::float32);
 }

@@ -122,6 +122,21 @@ class Ops(unittest.TestCase):
         y = kiln.nn.functional.linear(kiln.from_dlpack(x), kiln.from_dlpack(w), kiln.from_dlpack(bias))
         self.assertClose(y, x @ w.T + bias, rtol=1e-5, atol=1e-5)
 
+    def test_softmax_matches_scipy(self):
+        from scipy.special import log_softmax as sp_log_softmax, softmax as sp_softmax
+        a = (RNG.standard_normal((3, 40, 50)) * 4).astype(np.float32)
+        a[1, 2, :] = -np.inf
+        a[2, :, 7] = 1e30
+        t = kiln.from_dlpack(a)
+        for dim in (0, 1, 2, -1):
+            with np.errstate(invalid="ignore"):
+                ref, lref = sp_softmax(a.astype(np.float64), axis=dim), sp_log_softmax(a.astype(np.float64), axis=dim)
+            np.testing.assert_allclose(npy(kiln.softmax(t, dim)), ref, rtol=1e-5, atol=1e-7)
+            np.testing.assert_allclose(npy(kiln.nn.functional.log_softmax(t, dim)), lref, rtol=1e-5, atol=1e-5)
+        long_row = (RNG.standard_normal((1, 151936)) * 3).astype(np.float32)
+        np.testing.assert_allclose(npy(kiln.from_dlpack(long_row).softmax(-1)), sp_softmax(long_row, axis=-1),
+                                   rtol=1e-5, atol=1e-12)
+
     def test_indexing_matches_numpy(self):
         a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
         t = kiln.from_dlpack(a)

@@ -257,5 +257,28 @@ class TorchParity(unittest.TestCase):
                                 msg=f"rows {rows} scale {tuple(scale.shape)}")
 
 
+    # ---- softmax / log_softmax: rows, split long rows, other dims, special values ----
+    def test_softmax_against_torch(self):
+        shapes = [(1, 7), (37, 1000), (8, 4096), (3, 5000), (1, 32000), (1, 128256), (1, 151936), (2, 262144),
+                  (1, 100003), (4, 3, 50)]
+        for dt, tol in ((torch.float32, 1e-5), (torch.bfloat16, 1e-2), (torch.float16, 1e-3)):
+            for shape in shapes:
+                x = (torch.randn(*shape, device=DEV) * 4).to(dt)
+                for dim in ([-1, 0] if len(shape) == 2 else [-1, 1, 0]):
+                    msg = f"{dt} {shape} dim {dim}"
+                    self.assertSame(kiln.softmax(k(x), dim), torch.softmax(x, dim), rtol=tol, atol=tol * 1e-2, msg=msg)
+                    self.assertSame(kiln.log_softmax(k(x), dim), torch.log_softmax(x, dim), rtol=tol, atol=tol,
+                                    msg=msg + " log")
+        x = torch.randn(4, 300, device=DEV)
+        x[0] = -float("inf")
+        x[1, :10] = -float("inf")
+        x[2, 5] = 1e30
+        x[3, 7] = float("nan")
+        for f, g in ((kiln.softmax, torch.softmax), (kiln.log_softmax, torch.log_softmax)):
+            self.assertSame(f(k(x), -1), g(x, -1), rtol=1e-5, atol=1e-6)
+        self.assertSame(kiln.softmax(k(x.half()), -1, kiln.float32), torch.softmax(x.half(), -1, dtype=torch.float32),
+                        rtol=1e-5, atol=1e-6)
+
+
 if __name__ == "__main__":
     unittest.main()
