@@ -2,8 +2,10 @@
 //
 // Each thread keeps an online (max, sum of exp) pair over its elements, so one
 // read of the row gives both; pairs meet by warp shuffles and shared memory.
-//  - rows path: TPR = 32 (a warp per row, N up to 4096) or 256 threads per row;
-//    the row is read a second time for the output (from L1/L2);
+//  - cached rows: a warp (up to 128 vectors) or a block (up to 2048 vectors) per
+//    row, the row held in registers: one read, one write;
+//  - rows path, longer rows: 256 threads per row, the row read a second time for
+//    the output (from L1/L2);
 //  - split path, for few long rows (a vocabulary of logits at decode): each row
 //    is cut over many blocks; kernel 1 writes a (max, sum) per block, kernel 2
 //    merges the row's pairs in every block and writes that block's outputs.
@@ -29,7 +31,6 @@ __device__ __forceinline__ MaxSum merge(MaxSum a, MaxSum b) {
   return {m, a.s * expf(a.m - m) + b.s * expf(b.m - m)};
 }
 
-__device__ __forceinline__ MaxSum add(MaxSum a, float x) { return merge(a, MaxSum{x, 1.0f}); }
 
 __device__ __forceinline__ MaxSum warp_merge(MaxSum v) {
 #pragma unroll
@@ -60,13 +61,33 @@ __device__ __forceinline__ MaxSum group_merge(MaxSum v) {
   return v;
 }
 
+// Folds V values into a running pair: the vector's max first, so there is one
+// exp per element plus one rescale per vector (not two per element).
+template <int V>
+__device__ __forceinline__ MaxSum fold(MaxSum acc, const float (&v)[V]) {
+  float pm = v[0];
+#pragma unroll
+  for (int k = 1; k < V; ++k) pm = fmaxf(pm, v[k]);
+  bool any_nan = false;
+#pragma unroll
+  for (int k = 0; k < V; ++k) any_nan |= isnan(v[k]);
+  if (any_nan) return {NAN, NAN};
+  if (pm == -INFINITY) return acc;  // adds exp(-inf) = 0
+  float s = 0.0f;
+#pragma unroll
+  for (int k = 0; k < V; ++k) s += expf(v[k] - pm);
+  return merge(acc, MaxSum{pm, s});
+}
+
 template <class T, int V>
 __device__ __forceinline__ MaxSum scan(const T* x, int64_t begin, int64_t end, int64_t first, int64_t step) {
   MaxSum acc{-INFINITY, 0.0f};
   for (int64_t i = begin + first; i < end; i += step) {
     const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(x + i);
+    float v[V];
 #pragma unroll
-    for (int k = 0; k < V; ++k) acc = add(acc, static_cast<float>(p.v[k]));
+    for (int k = 0; k < V; ++k) v[k] = static_cast<float>(p.v[k]);
+    acc = fold<V>(acc, v);
   }
   return acc;
 }
@@ -98,6 +119,44 @@ __global__ void __launch_bounds__(256) softmax_rows_kernel(int64_t M, int64_t N,
   MaxSum t = active ? scan<T, V>(xr, 0, N, lane * V, TPR * V) : MaxSum{-INFINITY, 0.0f};
   t = group_merge<TPR>(t);
   if (active) write<T, V>(xr, y + m * N, 0, N, lane * V, TPR * V, t, log);
+}
+
+// Rows short enough to sit in registers (P vectors per thread): one read from
+// memory, the pair from registers, the output written from them.
+template <class T, int V, int TPR, int P>
+__global__ void __launch_bounds__(256) softmax_cached_kernel(int64_t M, int64_t N, const T* __restrict__ x,
+                                                             T* __restrict__ y, bool log) {
+  constexpr int kRowsPerBlock = 256 / TPR;
+  const int64_t m = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / TPR;
+  const int lane = threadIdx.x % TPR;
+  const bool active = m < M;
+  const T* xr = x + (active ? m : 0) * N;
+  float v[P][V];
+  MaxSum t{-INFINITY, 0.0f};
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t i = (static_cast<int64_t>(p) * TPR + lane) * V;
+    if (active && i < N) {
+      const Pack<T, V> q = *reinterpret_cast<const Pack<T, V>*>(xr + i);
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[p][k] = static_cast<float>(q.v[k]);
+      t = fold<V>(t, v[p]);
+    }
+  }
+  t = group_merge<TPR>(t);
+  if (!active) return;
+  const float inv = 1.0f / t.s, log_sum = logf(t.s);
+  T* yr = y + m * N;
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int64_t i = (static_cast<int64_t>(p) * TPR + lane) * V;
+    if (i < N) {
+      Pack<T, V> q;
+#pragma unroll
+      for (int k = 0; k < V; ++k) q.v[k] = T(log ? (v[p][k] - t.m) - log_sum : expf(v[p][k] - t.m) * inv);
+      *reinterpret_cast<Pack<T, V>*>(yr + i) = q;
+    }
+  }
 }
 
 // Kernel 1 of the split path: the (max, sum) of chunk blockIdx.x of row blockIdx.y.
@@ -147,8 +206,19 @@ void launch(const Tensor& out, const Tensor& in, bool log) {
       return;
     }
   }
-  if (N <= 4096) {
-    softmax_rows_kernel<T, V, 32><<<static_cast<unsigned>((M + 7) / 8), 256, 0, s>>>(M, N, x, y, log);
+  // up to 8 vectors a thread: the row lives in registers
+  const int64_t per_warp = 32 * V, per_block = 256 * V;
+  const unsigned warp_blocks = static_cast<unsigned>((M + 7) / 8);
+  if (N <= 4 * per_warp) {
+    if (N <= per_warp) softmax_cached_kernel<T, V, 32, 1><<<warp_blocks, 256, 0, s>>>(M, N, x, y, log);
+    else if (N <= 2 * per_warp) softmax_cached_kernel<T, V, 32, 2><<<warp_blocks, 256, 0, s>>>(M, N, x, y, log);
+    else softmax_cached_kernel<T, V, 32, 4><<<warp_blocks, 256, 0, s>>>(M, N, x, y, log);
+  } else if (N <= 8 * per_block) {
+    if (N <= 2 * per_block) softmax_cached_kernel<T, V, 256, 2><<<static_cast<unsigned>(M), 256, 0, s>>>(M, N, x, y, log);
+    else if (N <= 4 * per_block) softmax_cached_kernel<T, V, 256, 4><<<static_cast<unsigned>(M), 256, 0, s>>>(M, N, x, y, log);
+    else softmax_cached_kernel<T, V, 256, 8><<<static_cast<unsigned>(M), 256, 0, s>>>(M, N, x, y, log);
+  } else if (N <= 4096) {
+    softmax_rows_kernel<T, V, 32><<<warp_blocks, 256, 0, s>>>(M, N, x, y, log);
   } else {
     softmax_rows_kernel<T, V, 256><<<static_cast<unsigned>(M), 256, 0, s>>>(M, N, x, y, log);
   }
