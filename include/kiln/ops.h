@@ -126,6 +126,16 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 Tensor softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
 
+// torch.nn.functional.scaled_dot_product_attention: q [..., L, E], k [..., S, E],
+// v [..., S, Ev] -> [..., L, Ev], batch dims broadcast. attn_mask (bool: true takes
+// part; or float: added to the scores) broadcasts to [..., L, S]; is_causal masks
+// j > i (top-left aligned); scale defaults to 1/sqrt(E); enable_gqa lets k and v
+// have fewer heads (dim -3) than q, each serving Hq/Hkv consecutive q heads. Rows
+// with every key masked give 0, as PyTorch's math path. Computed in float32.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const std::optional<Tensor>& attn_mask = std::nullopt, bool is_causal = false,
+                                    std::optional<double> scale = std::nullopt, bool enable_gqa = false);
+
 // ---- shape helpers ----
 // The broadcast shape of a and b, or Error naming both.
 Shape broadcast_shapes(const Shape& a, const Shape& b);

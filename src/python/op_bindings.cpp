@@ -228,6 +228,15 @@ void bind_ops(py::module_& m) {
     m.def(log ? "log_softmax" : "softmax", f, arg("input"), arg("dim"), arg("dtype") = none);
     cls.def(log ? "log_softmax" : "softmax", f, arg("dim"), arg("dtype") = none);
   }
+  m.def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
+                                           std::optional<Tensor> mask, double dropout_p, bool is_causal,
+                                           std::optional<double> scale, bool enable_gqa) {
+    if (dropout_p != 0.0)
+      throw NotImplementedError("scaled_dot_product_attention: dropout_p != 0 is not supported (kiln is for inference)");
+    return scaled_dot_product_attention(q, k, v, mask, is_causal, scale, enable_gqa);
+  }, arg("query"), arg("key"), arg("value"), arg("attn_mask") = none, arg("dropout_p") = 0.0,
+     arg("is_causal") = false, py::kw_only(), arg("scale") = none, arg("enable_gqa") = false,
+     py::call_guard<py::gil_scoped_release>());
   m.def("broadcast_shapes", [](py::args shapes) {
     Shape out;
     for (auto s : shapes) out = broadcast_shapes(out, s.cast<Shape>());

@@ -341,3 +341,74 @@ TEST(Ops, SoftmaxMatchesReference) {
   EXPECT_EQ(softmax(zeros({0, 4}), 1).shape(), (Shape{0, 4}));
   EXPECT_EQ(softmax(zeros({2, 3}, kiln::float16), 1, kiln::float32).dtype(), kiln::float32);
 }
+
+// ---- scaled_dot_product_attention (math path) against a double-precision loop ----
+namespace {
+// q [B, Hq, L, E], k/v [B, Hkv, S, E]; mask [L, S] bool (or null), causal.
+std::vector<double> attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* mask,
+                                        bool causal, double scale) {
+  const auto qv = q.to(kiln::float32).tolist<double>(), kv = k.to(kiln::float32).tolist<double>(),
+             vv = v.to(kiln::float32).tolist<double>();
+  std::vector<bool> mv;
+  if (mask) for (bool b : mask->tolist<bool>()) mv.push_back(b);
+  const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), E = q.size(3), Hkv = k.size(1), S = k.size(2),
+                Ev = v.size(3);
+  std::vector<double> out(B * Hq * L * Ev, 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t hk = h / (Hq / Hkv);
+      for (int64_t i = 0; i < L; ++i) {
+        std::vector<double> sc(S);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < S; ++j) {
+          const bool on = causal ? j <= i : (!mask || mv[i * S + j]);
+          double d = 0;
+          for (int64_t e = 0; e < E; ++e) d += qv[((b * Hq + h) * L + i) * E + e] * kv[((b * Hkv + hk) * S + j) * E + e];
+          sc[j] = on ? d * scale : -INFINITY;
+          mx = std::max(mx, sc[j]);
+        }
+        if (mx == -INFINITY) continue;  // every key masked: 0
+        double sum = 0;
+        for (double& x : sc) sum += (x = std::exp(x - mx));
+        for (int64_t j = 0; j < S; ++j)
+          for (int64_t e = 0; e < Ev; ++e)
+            out[((b * Hq + h) * L + i) * Ev + e] += sc[j] / sum * vv[((b * Hkv + hk) * S + j) * Ev + e];
+      }
+    }
+  return out;
+}
+}  // namespace
+
+TEST(Ops, AttentionMathPathMatchesReference) {
+  Generator g(21);
+  const int64_t B = 2, Hq = 4, Hkv = 2, L = 5, S = 7, E = 8, Ev = 6;
+  Tensor q = randn({B, Hq, L, E}, kiln::float32, kCPU, &g), k = randn({B, Hkv, S, E}, kiln::float32, kCPU, &g),
+         v = randn({B, Hkv, S, Ev}, kiln::float32, kCPU, &g);
+  Tensor mask = gt(rand({L, S}, kiln::float32, kCPU, &g), 0.3);
+  mask.select(0, 2).fill_(false);  // a query that sees no key
+  auto check = [](const Tensor& got, const std::vector<double>& want, double tol) {
+    const auto gv = got.to(kiln::float32).tolist<double>();
+    ASSERT_EQ(gv.size(), want.size());
+    for (size_t i = 0; i < gv.size(); ++i) ASSERT_NEAR(gv[i], want[i], tol) << i;
+  };
+  const double sc = 1.0 / std::sqrt(8.0);
+  check(scaled_dot_product_attention(q, k, v, std::nullopt, false, std::nullopt, true),
+        attention_reference(q, k, v, nullptr, false, sc), 1e-5);
+  check(scaled_dot_product_attention(q, k, v, std::nullopt, true, 0.5, true),
+        attention_reference(q, k, v, nullptr, true, 0.5), 1e-5);
+  check(scaled_dot_product_attention(q, k, v, mask, false, std::nullopt, true),
+        attention_reference(q, k, v, &mask, false, sc), 1e-5);
+  // a float mask of 0 / -inf is the same as the bool mask; bf16 inputs
+  Tensor fmask = where(mask, 0.0, full({}, -INFINITY));
+  check(scaled_dot_product_attention(q.to(kiln::bfloat16), k.to(kiln::bfloat16), v.to(kiln::bfloat16), fmask, false,
+                                     std::nullopt, true),
+        attention_reference(q.to(kiln::bfloat16), k.to(kiln::bfloat16), v.to(kiln::bfloat16), &mask, false, sc), 2e-2);
+  // broadcasting: k, v with batch 1 serve both batches of q
+  Tensor k1 = k.narrow(0, 0, 1), v1 = v.narrow(0, 0, 1);
+  const auto want = attention_reference(q, k1.expand({B, Hkv, S, E}).contiguous(), v1.expand({B, Hkv, S, Ev}).contiguous(),
+                                        nullptr, false, sc);
+  check(scaled_dot_product_attention(q, k1, v1, std::nullopt, false, std::nullopt, true), want, 1e-5);
+  EXPECT_THROW(scaled_dot_product_attention(q, k, v), Error);  // 4 vs 2 heads without enable_gqa
+  EXPECT_THROW(scaled_dot_product_attention(q, k.narrow(3, 0, 4), v, std::nullopt, false, std::nullopt, true), Error);
+  EXPECT_THROW(scaled_dot_product_attention(q, k, v, mask, true, std::nullopt, true), Error);
+}

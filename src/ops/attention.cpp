@@ -1,0 +1,80 @@
+// scaled_dot_product_attention, the math path: composed of kiln's own ops, so it
+// runs on every device and is the reference the fused kernels are tested against.
+#include <cmath>
+#include <limits>
+
+#include "core/check.h"
+#include "core/shape.h"
+#include "ops/common.h"
+
+namespace kiln {
+
+namespace {
+// k or v [..., Hkv, S, E] -> [..., Hkv * groups, S, E]: kv head h serves q heads h*groups .. h*groups+groups-1.
+Tensor repeat_heads(const Tensor& t, int64_t groups) {
+  Shape expanded = t.shape();
+  expanded.insert(expanded.end() - 2, groups);
+  Shape merged = t.shape();
+  merged[merged.size() - 3] *= groups;
+  return t.unsqueeze(-3).expand(expanded).reshape(merged);
+}
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const Tensor& v_in,
+                                    const std::optional<Tensor>& attn_mask, bool is_causal,
+                                    std::optional<double> scale, bool enable_gqa) {
+  constexpr const char* op = "scaled_dot_product_attention";
+  check_defined(op, q, k_in);
+  check_defined(op, v_in);
+  check_same_device(op, q, k_in);
+  check_same_device(op, q, v_in);
+  KILN_CHECK(q.dtype() == k_in.dtype() && q.dtype() == v_in.dtype(), op, ": q, k and v must have one dtype, got ",
+             dtype_name(q.dtype()), ", ", dtype_name(k_in.dtype()), ", ", dtype_name(v_in.dtype()));
+  KILN_CHECK(q.dtype() == DType::Float32 || q.dtype() == DType::Float16 || q.dtype() == DType::BFloat16, op,
+             ": dtype ", dtype_name(q.dtype()), " is not supported (float32, float16, bfloat16 are)");
+  KILN_CHECK(q.dim() >= 2 && k_in.dim() >= 2 && v_in.dim() >= 2, op, ": q, k, v need at least 2 dims, got ",
+             q.shape(), ", ", k_in.shape(), ", ", v_in.shape());
+  const int64_t L = q.size(-2), E = q.size(-1), S = k_in.size(-2);
+  KILN_CHECK(k_in.size(-1) == E, op, ": q's last dim ", E, " and k's ", k_in.size(-1), " differ (shapes ", q.shape(),
+             " and ", k_in.shape(), ")");
+  KILN_CHECK(v_in.size(-2) == S, op, ": k has ", S, " keys but v has ", v_in.size(-2), " (shapes ", k_in.shape(),
+             " and ", v_in.shape(), ")");
+  KILN_CHECK(!(is_causal && attn_mask.has_value() && attn_mask->defined()), op,
+             ": give attn_mask or is_causal, not both");
+  Tensor k = k_in, v = v_in;
+  if (enable_gqa && q.dim() >= 3 && k.dim() >= 3 && q.size(-3) != k.size(-3)) {
+    const int64_t hq = q.size(-3), hkv = k.size(-3);
+    KILN_CHECK(hkv > 0 && hq % hkv == 0 && v.dim() >= 3 && v.size(-3) == hkv, op, ": with enable_gqa, q's heads (",
+               hq, ") must be a multiple of k's and v's (", hkv, ", ", v.dim() >= 3 ? v.size(-3) : 0, ")");
+    k = repeat_heads(k, hq / hkv);
+    v = repeat_heads(v, hq / hkv);
+  }
+  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(E)));
+  // scores [..., L, S] in float32
+  Tensor scores = mul(matmul(q.to(DType::Float32), k.to(DType::Float32).transpose(-2, -1)), s);
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  if (is_causal) {
+    const Tensor rows = arange(L, DType::Int64, q.device()).unsqueeze(1);
+    const Tensor cols = arange(S, DType::Int64, q.device()).unsqueeze(0);
+    scores = where(ge(rows, cols), scores, neg_inf);
+  } else if (attn_mask.has_value() && attn_mask->defined()) {
+    const Tensor& m = *attn_mask;
+    check_same_device(op, q, m);
+    const Shape want = broadcast_shapes(m.shape(), scores.shape());
+    KILN_CHECK(want == scores.shape(), op, ": attn_mask of shape ", m.shape(), " does not broadcast to the scores' ",
+               scores.shape());
+    if (m.dtype() == DType::Bool) {
+      scores = where(m, scores, neg_inf);
+    } else {
+      KILN_CHECK(is_floating_point(m.dtype()), op, ": attn_mask must be bool or a float dtype, got ",
+                 dtype_name(m.dtype()));
+      scores = add(scores, m.to(DType::Float32));
+    }
+  }
+  Tensor p = softmax(scores, -1);
+  // a row with every key masked: 0, not NaN (PyTorch's math path, safe softmax)
+  p = where(eq(amax(scores, {-1}, true), neg_inf), 0.0, p);
+  return matmul(p, v.to(DType::Float32)).to(q.dtype());
+}
+
+}  // namespace kiln
