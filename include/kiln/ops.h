@@ -120,6 +120,11 @@ Tensor mm(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               const std::optional<Tensor>& weight_scale = std::nullopt);
 
+// torch.topk: the k largest (or smallest) elements along `dim`, sorted, with
+// their int64 indices. NaN counts as larger than every number; among equal
+// values the lower index comes first.
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
+
 // softmax / log_softmax over `dim`, as torch.softmax: float32, float16 or bfloat16
 // (computed in float32); `dtype` casts the input first. Rows with +-inf are handled
 // as torch does (a row of all -inf gives NaN).

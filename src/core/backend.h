@@ -62,7 +62,9 @@ struct LinearArgs {
   /* the few-rows (decode) linear: out [R, N] = x [R, K] w[N, K]^T * scale + bias, see LinearArgs */ \
   void linear_rows(const LinearArgs& args);                                                         \
   /* out, in [M, N] contiguous, one float dtype: softmax (or log_softmax) of each row */          \
-  void softmax_rows(const Tensor& out, const Tensor& in, bool log);
+  void softmax_rows(const Tensor& out, const Tensor& in, bool log);                                 \
+  /* in [M, N] contiguous; values [M, k] (in's dtype) and indices [M, k] int64, best first */       \
+  void topk_rows(const Tensor& values, const Tensor& indices, const Tensor& in, bool largest);
 
 namespace cpu {
 KILN_BACKEND_KERNELS

@@ -42,6 +42,7 @@ void random(RandomKind, const Tensor&, double, double, uint64_t, uint64_t) { no_
 void matmul(const Tensor&, const Tensor&, const Tensor&) { no_cuda("matmul"); }
 void linear_rows(const LinearArgs&) { no_cuda("linear"); }
 void softmax_rows(const Tensor&, const Tensor&, bool) { no_cuda("softmax"); }
+void topk_rows(const Tensor&, const Tensor&, const Tensor&, bool) { no_cuda("topk"); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda("copy to/from cuda"); }
 std::shared_ptr<Storage> allocate(size_t, int) { no_cuda("cuda allocation"); }
 void record_stream(void*, const Stream&) { no_cuda("record_stream"); }

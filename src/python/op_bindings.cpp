@@ -237,6 +237,14 @@ void bind_ops(py::module_& m) {
   }, arg("query"), arg("key"), arg("value"), arg("attn_mask") = none, arg("dropout_p") = 0.0,
      arg("is_causal") = false, py::kw_only(), arg("scale") = none, arg("enable_gqa") = false,
      py::call_guard<py::gil_scoped_release>());
+  {
+    auto f = [](const Tensor& x, int64_t kk, int64_t dim, bool largest, bool sorted) {
+      (void)sorted;  // always sorted, which torch allows for sorted=False too
+      return values_indices(topk(x, kk, dim, largest));
+    };
+    m.def("topk", f, arg("input"), arg("k"), arg("dim") = -1, arg("largest") = true, arg("sorted") = true);
+    cls.def("topk", f, arg("k"), arg("dim") = -1, arg("largest") = true, arg("sorted") = true);
+  }
   m.def("broadcast_shapes", [](py::args shapes) {
     Shape out;
     for (auto s : shapes) out = broadcast_shapes(out, s.cast<Shape>());

@@ -412,3 +412,45 @@ TEST(Ops, AttentionMathPathMatchesReference) {
   EXPECT_THROW(scaled_dot_product_attention(q, k.narrow(3, 0, 4), v, std::nullopt, false, std::nullopt, true), Error);
   EXPECT_THROW(scaled_dot_product_attention(q, k, v, mask, true, std::nullopt, true), Error);
 }
+
+// ---- topk against a full sort ----
+TEST(Ops, TopkMatchesSort) {
+  Generator g(5);
+  for (int64_t n : {1, 7, 128, 1000}) {
+    Tensor x = randn({6, n}, kiln::float32, kCPU, &g);
+    if (n > 4) {
+      x.select(0, 1).narrow(0, 0, 3).fill_(0.25);  // ties: the lower index first
+      x.select(0, 2).select(0, 1).fill_(NAN);      // NaN ranks above every number
+    }
+    for (bool largest : {true, false}) {
+      const int64_t k = std::min<int64_t>(n, 8);
+      auto [v, i] = topk(x, k, -1, largest);
+      ASSERT_EQ(v.shape(), (Shape{6, k}));
+      const auto xv = x.tolist<float>();
+      const auto vv = v.tolist<float>();
+      const auto iv = i.tolist<int64_t>();
+      for (int64_t r = 0; r < 6; ++r) {
+        std::vector<int64_t> order(n);
+        for (int64_t j = 0; j < n; ++j) order[j] = j;
+        std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+          const float fa = xv[r * n + a], fb = xv[r * n + b];
+          if (std::isnan(fa) || std::isnan(fb)) return largest ? std::isnan(fa) && !std::isnan(fb)
+                                                               : std::isnan(fb) && !std::isnan(fa);
+          return largest ? fa > fb : fa < fb;
+        });
+        for (int64_t j = 0; j < k; ++j) {
+          ASSERT_EQ(iv[r * k + j], order[j]) << "n " << n << " row " << r << " j " << j << " largest " << largest;
+          const float want = xv[r * n + order[j]];
+          if (std::isnan(want)) ASSERT_TRUE(std::isnan(vv[r * k + j]));
+          else ASSERT_EQ(vv[r * k + j], want);
+        }
+      }
+    }
+  }
+  // another dim, and bad k
+  Tensor x = randn({5, 3}, kiln::float32, kCPU, &g);
+  auto [v0, i0] = topk(x, 2, 0);
+  EXPECT_EQ(v0.shape(), (Shape{2, 3}));
+  EXPECT_THROW(topk(x, 4, 1), Error);
+  EXPECT_THROW(topk(x, -1, 1), Error);
+}

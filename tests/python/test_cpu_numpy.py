@@ -137,6 +137,14 @@ class Ops(unittest.TestCase):
         np.testing.assert_allclose(npy(kiln.from_dlpack(long_row).softmax(-1)), sp_softmax(long_row, axis=-1),
                                    rtol=1e-5, atol=1e-12)
 
+    def test_topk_matches_numpy(self):
+        a = RNG.standard_normal((9, 300)).astype(np.float32)
+        for largest in (True, False):
+            v, i = kiln.topk(kiln.from_dlpack(a), 16, -1, largest)
+            order = np.argsort(-a if largest else a, axis=-1, kind="stable")[:, :16]
+            np.testing.assert_array_equal(npy(i), order)
+            np.testing.assert_array_equal(npy(v), np.take_along_axis(a, order, -1))
+
     def test_indexing_matches_numpy(self):
         a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
         t = kiln.from_dlpack(a)
