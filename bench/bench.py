@@ -202,7 +202,18 @@ def softmax_cases():
     return c
 
 
-CASES = [core_cases, linear_cases, softmax_cases]
+# ---- cases: topk over router-sized rows (issue 3) ----
+def topk_cases():
+    c = []
+    for m, n, kk in [(1, 128, 8), (1, 512, 32), (16, 64, 6), (512, 128, 8), (4096, 256, 8), (1, 8, 2)]:
+        x = torch.randn(m, n, device="cuda")
+        kx = k(x)
+        c.append(Case("topk", f"topk f32 [{m},{n}] k={kk}", 4.0 * m * n, lambda kx=kx, kk=kk: kiln.topk(kx, kk),
+                      lambda x=x, kk=kk: torch.topk(x, kk), graph=True))
+    return c
+
+
+CASES = [core_cases, linear_cases, softmax_cases, topk_cases]
 
 
 def measured_copy_gbs(repeats, stream):
