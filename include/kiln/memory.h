@@ -17,8 +17,9 @@ struct MemoryStats {
 
 MemoryStats memory_stats(Device device);
 void reset_peak_memory_stats(Device device);
-// Returns cached, unused blocks to the system. Blocks still waiting on another
-// stream (record_stream) stay until that stream has passed them.
+// Returns cached, unused blocks to the system (CUDA, or the CPU's cache of blocks
+// of 1 MiB and more). CUDA blocks still waiting on another stream (record_stream)
+// stay until that stream has passed them.
 void empty_cache(Device device = Device("cuda"));
 
 // Bytes a CPU allocation is aligned to.

@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 
 #include "core/check.h"
@@ -9,39 +10,77 @@
 namespace kiln {
 namespace {
 
-// The CPU allocator: aligned_alloc with statistics. The system allocator already
-// caches, so there is no pool here.
-struct CpuStats {
+// The CPU allocator: 64-byte-aligned blocks with statistics. Blocks of 1 MiB and
+// more are cached after use (up to kCpuCacheLimit bytes): the C library returns
+// those to the system at free(), and touching fresh pages made page faults the
+// cost of every large op (measured: a 64 MB clone at 3.9 GB/s).
+constexpr size_t kCpuCacheMin = size_t{1} << 20;
+constexpr size_t kCpuCacheLimit = size_t{2} << 30;
+
+struct CpuPool {
   std::mutex mu;
   MemoryStats s;
+  std::multimap<size_t, void*> free_blocks;  // size -> block
+  size_t cached = 0;
 };
-CpuStats& cpu_stats() {
-  static CpuStats st;
-  return st;
+CpuPool& cpu_pool() {
+  static CpuPool* pool = new CpuPool();  // never destroyed: storages may outlive static destructors
+  return *pool;
+}
+
+size_t round_cpu(size_t nbytes) {
+  if (nbytes >= kCpuCacheMin) return (nbytes + kCpuCacheMin - 1) / kCpuCacheMin * kCpuCacheMin;
+  return (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+}
+
+void release_cpu(void* q, size_t rounded) {
+  auto& st = cpu_pool();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.s.allocated -= rounded;
+  if (rounded >= kCpuCacheMin && st.cached + rounded <= kCpuCacheLimit) {
+    st.free_blocks.emplace(rounded, q);
+    st.cached += rounded;
+    return;
+  }
+  st.s.reserved -= rounded;
+  std::free(q);
 }
 
 std::shared_ptr<Storage> allocate_cpu(size_t nbytes) {
-  const size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+  const size_t rounded = round_cpu(nbytes);
   void* p = nullptr;
-  if (rounded > 0) {
-    p = std::aligned_alloc(kCpuAlignment, rounded);
-    KILN_CHECK(p != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
-  }
+  auto& st = cpu_pool();
   {
-    auto& st = cpu_stats();
+    std::lock_guard<std::mutex> lock(st.mu);
+    ++st.s.num_allocs;
+    if (rounded >= kCpuCacheMin) {
+      auto it = st.free_blocks.find(rounded);
+      if (it != st.free_blocks.end()) {
+        p = it->second;
+        st.free_blocks.erase(it);
+        st.cached -= rounded;
+      }
+    }
+    if (p) {
+      st.s.allocated += rounded;
+      st.s.peak_allocated = std::max(st.s.peak_allocated, st.s.allocated);
+    }
+  }
+  if (!p && rounded > 0) {
+    p = std::aligned_alloc(kCpuAlignment, rounded);
+    if (!p) {  // give the cache back to the system and try once more
+      empty_cache(kCPU);
+      p = std::aligned_alloc(kCpuAlignment, rounded);
+    }
+    KILN_CHECK(p != nullptr, "cpu allocator: out of memory allocating ", nbytes, " bytes");
     std::lock_guard<std::mutex> lock(st.mu);
     st.s.allocated += rounded;
     st.s.reserved += rounded;
     st.s.peak_allocated = std::max(st.s.peak_allocated, st.s.allocated);
-    ++st.s.num_allocs;
     ++st.s.num_system_allocs;
   }
   return std::make_shared<Storage>(p, nbytes, kCPU, [rounded](void* q) {
-    std::free(q);
-    auto& st = cpu_stats();
-    std::lock_guard<std::mutex> lock(st.mu);
-    st.s.allocated -= rounded;
-    st.s.reserved -= rounded;
+    if (q) release_cpu(q, rounded);
   });
 }
 
@@ -54,20 +93,28 @@ std::shared_ptr<Storage> allocate_storage(size_t nbytes, Device device) {
 
 MemoryStats memory_stats(Device device) {
   if (device.is_cuda()) return cuda_backend::memory_stats(device.index);
-  auto& st = cpu_stats();
+  auto& st = cpu_pool();
   std::lock_guard<std::mutex> lock(st.mu);
   return st.s;
 }
 
 void reset_peak_memory_stats(Device device) {
   if (device.is_cuda()) return cuda_backend::reset_peak_memory_stats(device.index);
-  auto& st = cpu_stats();
+  auto& st = cpu_pool();
   std::lock_guard<std::mutex> lock(st.mu);
   st.s.peak_allocated = st.s.allocated;
 }
 
 void empty_cache(Device device) {
-  if (device.is_cuda()) cuda_backend::empty_cache(device.index);
+  if (device.is_cuda()) return cuda_backend::empty_cache(device.index);
+  auto& st = cpu_pool();
+  std::lock_guard<std::mutex> lock(st.mu);
+  for (auto& [size, block] : st.free_blocks) {
+    std::free(block);
+    st.s.reserved -= size;
+  }
+  st.free_blocks.clear();
+  st.cached = 0;
 }
 
 }  // namespace kiln

@@ -454,3 +454,16 @@ TEST(Ops, TopkMatchesSort) {
   EXPECT_THROW(topk(x, 4, 1), Error);
   EXPECT_THROW(topk(x, -1, 1), Error);
 }
+
+TEST(Memory, CpuCacheReusesLargeBlocks) {
+  empty_cache(kCPU);
+  const auto base = memory_stats(kCPU);
+  { Tensor a = Tensor::empty({1 << 21}, kiln::float32); }  // 8 MiB, back to the cache
+  const auto after_one = memory_stats(kCPU);
+  EXPECT_EQ(after_one.allocated, base.allocated);
+  EXPECT_EQ(after_one.reserved, base.reserved + (size_t{8} << 20));
+  { Tensor b = Tensor::empty({1 << 21}, kiln::float32); }  // same size: no new system allocation
+  EXPECT_EQ(memory_stats(kCPU).num_system_allocs, after_one.num_system_allocs);
+  empty_cache(kCPU);
+  EXPECT_EQ(memory_stats(kCPU).reserved, base.reserved);
+}
