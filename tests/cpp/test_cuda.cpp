@@ -52,7 +52,8 @@ TEST(Cuda, ElementwiseMatchesCpu) {
   expect_same(gelu(gx).cpu(), gelu(x), 1e-5);
   expect_same(lt(gx, gy).cpu().to(int32), lt(x, y).to(int32), 0);
   auto xb = x.to(bfloat16);
-  expect_same(silu(xb.cuda()).cpu(), silu(xb), 0);
+  // CUDA's 16-bit silu uses the fast exp/divide: within one bf16 rounding step of the CPU's
+  expect_same(silu(xb.cuda()).cpu(), silu(xb), 1.0 / 128);
   auto u = Tensor::from_vector<uint64_t>({0, 1ull << 63, ~0ull}, {3}, uint64).cuda();
   EXPECT_EQ(gt(u, 1).cpu().tolist<bool>(), (std::vector<bool>{false, true, true}));
   expect_same(where(gt(gx, 0), gx, 0.0).cpu(), where(gt(x, 0), x, 0.0), 0);
