@@ -1,5 +1,8 @@
-// CPU elementwise kernels: Highway for contiguous float32, scalar loops
-// (which the compiler vectorises for the simple integer cases) otherwise.
+// CPU elementwise kernels: Highway for contiguous float32, and for contiguous
+// float16/bfloat16 through float32 chunks (widen, Highway, round back); scalar
+// loops (which the compiler vectorises for the simple integer cases) otherwise.
+#include <algorithm>
+
 #include "core/backend.h"
 #include "core/convert.h"
 #include "core/elementwise_math.h"
@@ -7,6 +10,52 @@
 #include "cpu/simd.h"
 
 namespace kiln::cpu {
+
+namespace {
+template <class T>
+constexpr bool is_half_float = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+constexpr int64_t kChunk = 2048;  // float32 staging per call: 8 KB a buffer, stays in L1
+
+template <class T>
+void widen(const T* in, float* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
+}
+template <class T>
+void narrow(const float* in, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = T(in[i]);
+}
+
+// out = op(in) over n contiguous 16-bit floats; false when op has no SIMD kernel.
+template <class T>
+bool unary_half(UnaryOp op, const T* in, T* out, int64_t n) {
+  alignas(64) float buf[kChunk];
+  for (int64_t b = 0; b < n; b += kChunk) {
+    const int64_t m = std::min(kChunk, n - b);
+    widen(in + b, buf, m);
+    if (!simd::unary_f32(op, buf, buf, static_cast<size_t>(m))) return false;  // decided by op alone: the first chunk
+    narrow(buf, out + b, m);
+  }
+  return true;
+}
+
+// out = op(a, b) with a/b contiguous or one broadcast value; false when op has no SIMD kernel.
+template <class T>
+bool binary_half(BinaryOp op, const T* a, bool a_scalar, const T* b, bool b_scalar, T* out, int64_t n, float alpha) {
+  alignas(64) float fa[kChunk], fb[kChunk];
+  const float a0 = static_cast<float>(a[0]), b0 = static_cast<float>(b[0]);
+  for (int64_t s = 0; s < n; s += kChunk) {
+    const int64_t m = std::min(kChunk, n - s);
+    if (!a_scalar) widen(a + s, fa, m);
+    if (!b_scalar) widen(b + s, fb, m);
+    if (!simd::binary_f32(op, a_scalar ? &a0 : fa, a_scalar, b_scalar ? &b0 : fb, b_scalar, fa, static_cast<size_t>(m),
+                          alpha))
+      return false;  // decided by op alone: the first chunk
+    narrow(fa, out + s, m);
+  }
+  return true;
+}
+}  // namespace
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
   const Tensor* ops[2] = {&out, &in};
@@ -19,6 +68,8 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
     for_each_run(L, [&](const int64_t (&off)[2], const int64_t (&st)[2], int64_t n) {
       if constexpr (std::is_same_v<T, float>) {
         if (st[0] == 1 && st[1] == 1 && simd::unary_f32(op, x + off[1], o + off[0], n)) return;
+      } else if constexpr (is_half_float<T>) {
+        if (st[0] == 1 && st[1] == 1 && unary_half(op, x + off[1], o + off[0], n)) return;
       }
       for (int64_t i = 0; i < n; ++i)
         o[off[0] + i * st[0]] = T(math::unary<C>(op, static_cast<C>(x[off[1] + i * st[1]])));
@@ -40,6 +91,10 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
       if constexpr (std::is_same_v<T, float>) {
         if (st[0] == 1 && (st[1] == 1 || st[1] == 0) && (st[2] == 1 || st[2] == 0) &&
             simd::binary_f32(op, x + off[1], st[1] == 0, y + off[2], st[2] == 0, o + off[0], n, al))
+          return;
+      } else if constexpr (is_half_float<T>) {
+        if (st[0] == 1 && (st[1] == 1 || st[1] == 0) && (st[2] == 1 || st[2] == 0) &&
+            binary_half(op, x + off[1], st[1] == 0, y + off[2], st[2] == 0, o + off[0], n, al))
           return;
       }
       for (int64_t i = 0; i < n; ++i)
