@@ -89,6 +89,43 @@ void step(ReduceOp op, Acc<A>& s, A x, int64_t r) {
   }
 }
 
+// Folds y (the result of a later stretch of the same row) into s.
+template <class A>
+void merge(ReduceOp op, Acc<A>& s, const Acc<A>& y) {
+  switch (op) {
+    case ReduceOp::Sum:
+    case ReduceOp::Mean: s.v += y.v; break;
+    case ReduceOp::Prod: s.v *= y.v; break;
+    default:
+      if (beats(op, y.v, s.v)) s = y;  // strictly better: among equals the earlier stretch keeps its index
+  }
+}
+
+// The state over row[0, n), indices counted from `base`. Sums of float types run
+// through Highway (16-bit floats widened in L1-sized chunks).
+template <class T, class A>
+Acc<A> row_acc(ReduceOp op, const T* row, int64_t n, int64_t base) {
+  Acc<A> s{identity<A>(op)};
+  s.idx = base;  // the first element's index, kept when no element beats the identity (all -inf, say)
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
+      if constexpr (std::is_same_v<T, float>) {
+        s.v = simd::sum_f32(row, static_cast<size_t>(n));
+      } else {
+        alignas(64) float buf[2048];
+        for (int64_t b = 0; b < n; b += 2048) {
+          const int64_t m = std::min<int64_t>(2048, n - b);
+          for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<float>(row[b + i]);
+          s.v += simd::sum_f32(buf, static_cast<size_t>(m));
+        }
+      }
+      return s;
+    }
+  }
+  for (int64_t r = 0; r < n; ++r) step(op, s, static_cast<A>(static_cast<detail::compute_t<T>>(row[r])), base + r);
+  return s;
+}
+
 template <class T>
 void reduce_typed(const ReduceArgs& args) {
   using A = acc_t<T>;
@@ -115,20 +152,25 @@ void reduce_typed(const ReduceArgs& args) {
     if (out_idx) out_idx[m] = s.idx;
   };
   if (is_unit(red)) {  // each output reduces one contiguous row
-    parallel_for(M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t m = b; m < e; ++m) {
+    constexpr int64_t kStretch = 1 << 16;
+    if (M < 4 && R >= 4 * kStretch) {
+      // few long rows (a full reduction): threads take stretches of the row, merged in order
+      for (int64_t m = 0; m < M; ++m) {
         const T* row = x + offset_of(kept, m);
-        Acc<A> s{identity<A>(op)};
-        if constexpr (std::is_same_v<T, float>) {
-          if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
-            s.v = simd::sum_f32(row, static_cast<size_t>(R));
-            finish(m, s);
-            continue;
-          }
-        }
-        for (int64_t r = 0; r < R; ++r) step(op, s, static_cast<A>(static_cast<detail::compute_t<T>>(row[r])), r);
+        const int64_t parts = (R + kStretch - 1) / kStretch;
+        std::vector<Acc<A>> acc(static_cast<size_t>(parts));
+        parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+          for (int64_t c = b; c < e; ++c)
+            acc[c] = row_acc<T, A>(op, row + c * kStretch, std::min(kStretch, R - c * kStretch), c * kStretch);
+        });
+        Acc<A> s = acc[0];
+        for (int64_t c = 1; c < parts; ++c) merge(op, s, acc[c]);
         finish(m, s);
       }
+      return;
+    }
+    parallel_for(M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R, 1)), [&](int64_t b, int64_t e) {
+      for (int64_t m = b; m < e; ++m) finish(m, row_acc<T, A>(op, x + offset_of(kept, m), R, 0));
     });
     return;
   }

@@ -467,3 +467,32 @@ TEST(Memory, CpuCacheReusesLargeBlocks) {
   empty_cache(kCPU);
   EXPECT_EQ(memory_stats(kCPU).reserved, base.reserved);
 }
+
+// Full reductions of long rows split across threads: the merged result equals one pass.
+TEST(Ops, LongRowReductionsMergeInOrder) {
+  Generator g(17);
+  const int64_t n = (1 << 20) + 12345;
+  Tensor x = randn({n}, kiln::float32, kCPU, &g);
+  const auto xv = x.tolist<double>();
+  double sum = 0, mx = -INFINITY;
+  int64_t arg = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    sum += xv[i];
+    if (xv[i] > mx) mx = xv[i], arg = i;
+  }
+  EXPECT_NEAR(kiln::sum(x).item<double>(), sum, 1e-6 * n);
+  EXPECT_NEAR(mean(x.to(kiln::bfloat16)).item<double>(), sum / n, 2e-2);
+  EXPECT_EQ(amax(x).item<double>(), mx);
+  EXPECT_EQ(argmax(x).item<int64_t>(), arg);
+  // ties across stretches: the first index wins; a NaN anywhere wins
+  Tensor t = full({n}, 1.0);
+  t.narrow(0, 300000, 1).fill_(5.0);
+  t.narrow(0, 900000, 1).fill_(5.0);
+  EXPECT_EQ(argmax(t).item<int64_t>(), 300000);
+  t.narrow(0, 700000, 1).fill_(NAN);
+  EXPECT_EQ(argmax(t).item<int64_t>(), 700000);
+  EXPECT_TRUE(std::isnan(amax(t).item<double>()));
+  Tensor ninf = full({n}, -INFINITY);
+  EXPECT_EQ(argmax(ninf).item<int64_t>(), 0);
+  EXPECT_EQ(argmin(full({n}, 2.0)).item<int64_t>(), 0);
+}
