@@ -41,15 +41,24 @@ def time_us(fn, repeats, stream, inner=10):
     stays full, so host-side launch cost hides behind the GPU as it does in a model."""
     for _ in range(3):
         fn()
+
+    def batch():
+        for _ in range(inner):
+            fn()
+
+    return median_event_us(batch, repeats, stream) / inner
+
+
+def median_event_us(run, repeats, stream=None):
+    """Median over `repeats` of the CUDA-event time of run() on `stream`, in microseconds."""
     times = []
     for _ in range(repeats):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record(stream)
-        for _ in range(inner):
-            fn()
+        run()
         end.record(stream)
         end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / inner)
+        times.append(start.elapsed_time(end) * 1000.0)
     return statistics.median(times)
 
 
@@ -68,16 +77,9 @@ def time_graph_us(fn, repeats, inner=20):
     with torch.cuda.graph(g, stream=s, capture_error_mode="relaxed"), kiln.cuda.use_torch_stream(s):
         for _ in range(inner):
             keep.append(fn())
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        g.replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1000.0 / inner)
+    us = median_event_us(g.replay, repeats) / inner
     del g, keep
-    return statistics.median(times)
+    return us
 
 
 def k(t):

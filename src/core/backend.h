@@ -41,6 +41,8 @@ struct ReduceArgs {
 // bias, when defined, is [N] contiguous in out's dtype.
 struct LinearArgs {
   Tensor out, x, weight, scale, bias;
+  // One scale per output row (else one for the whole weight).
+  bool per_row_scale() const { return scale.defined() && scale.numel() == weight.size(0) && weight.size(0) > 1; }
 };
 
 #define KILN_BACKEND_KERNELS                                                                        \

@@ -8,6 +8,7 @@
 #include "core/elementwise_math.h"
 #include "cpu/loops.h"
 #include "cpu/simd.h"
+#include "cpu/widen.h"
 
 namespace kiln::cpu {
 
@@ -15,23 +16,13 @@ namespace {
 template <class T>
 constexpr bool is_half_float = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-constexpr int64_t kChunk = 2048;  // float32 staging per call: 8 KB a buffer, stays in L1
-
-template <class T>
-void widen(const T* in, float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
-}
-template <class T>
-void narrow(const float* in, T* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = T(in[i]);
-}
 
 // out = op(in) over n contiguous 16-bit floats; false when op has no SIMD kernel.
 template <class T>
 bool unary_half(UnaryOp op, const T* in, T* out, int64_t n) {
-  alignas(64) float buf[kChunk];
-  for (int64_t b = 0; b < n; b += kChunk) {
-    const int64_t m = std::min(kChunk, n - b);
+  alignas(64) float buf[kStageChunk];
+  for (int64_t b = 0; b < n; b += kStageChunk) {
+    const int64_t m = std::min(kStageChunk, n - b);
     widen(in + b, buf, m);
     if (!simd::unary_f32(op, buf, buf, static_cast<size_t>(m))) return false;  // decided by op alone: the first chunk
     narrow(buf, out + b, m);
@@ -42,10 +33,10 @@ bool unary_half(UnaryOp op, const T* in, T* out, int64_t n) {
 // out = op(a, b) with a/b contiguous or one broadcast value; false when op has no SIMD kernel.
 template <class T>
 bool binary_half(BinaryOp op, const T* a, bool a_scalar, const T* b, bool b_scalar, T* out, int64_t n, float alpha) {
-  alignas(64) float fa[kChunk], fb[kChunk];
+  alignas(64) float fa[kStageChunk], fb[kStageChunk];
   const float a0 = static_cast<float>(a[0]), b0 = static_cast<float>(b[0]);
-  for (int64_t s = 0; s < n; s += kChunk) {
-    const int64_t m = std::min(kChunk, n - s);
+  for (int64_t s = 0; s < n; s += kStageChunk) {
+    const int64_t m = std::min(kStageChunk, n - s);
     if (!a_scalar) widen(a + s, fa, m);
     if (!b_scalar) widen(b + s, fb, m);
     if (!simd::binary_f32(op, a_scalar ? &a0 : fa, a_scalar, b_scalar ? &b0 : fb, b_scalar, fa, static_cast<size_t>(m),

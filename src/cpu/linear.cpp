@@ -8,14 +8,11 @@
 #include "core/dispatch.h"
 #include "cpu/loops.h"
 #include "cpu/simd.h"
+#include "cpu/widen.h"
 
 namespace kiln::cpu {
 
 namespace {
-template <class W>
-void widen(const W* w, float* out, int64_t k) {
-  for (int64_t i = 0; i < k; ++i) out[i] = static_cast<float>(w[i]);
-}
 
 template <class X, class W>
 void linear_typed(const LinearArgs& a) {
@@ -26,7 +23,7 @@ void linear_typed(const LinearArgs& a) {
   const W* w = a.weight.data<W>();
   const int64_t ws = a.weight.stride(0);
   const float* scale = a.scale.defined() ? a.scale.data<float>() : nullptr;
-  const bool per_row = a.scale.defined() && a.scale.numel() == N && N > 1;
+  const bool per_row = a.per_row_scale();
   const X* bias = a.bias.defined() ? a.bias.data<X>() : nullptr;
   X* out = a.out.data<X>();
   const int64_t os = a.out.stride(0);

@@ -8,6 +8,7 @@
 #include "core/elementwise_math.h"
 #include "cpu/loops.h"
 #include "cpu/simd.h"
+#include "cpu/widen.h"
 
 namespace kiln::cpu {
 
@@ -112,10 +113,10 @@ Acc<A> row_acc(ReduceOp op, const T* row, int64_t n, int64_t base) {
       if constexpr (std::is_same_v<T, float>) {
         s.v = simd::sum_f32(row, static_cast<size_t>(n));
       } else {
-        alignas(64) float buf[2048];
-        for (int64_t b = 0; b < n; b += 2048) {
-          const int64_t m = std::min<int64_t>(2048, n - b);
-          for (int64_t i = 0; i < m; ++i) buf[i] = static_cast<float>(row[b + i]);
+        alignas(64) float buf[kStageChunk];
+        for (int64_t b = 0; b < n; b += kStageChunk) {
+          const int64_t m = std::min(kStageChunk, n - b);
+          widen(row + b, buf, m);
           s.v += simd::sum_f32(buf, static_cast<size_t>(m));
         }
       }

@@ -168,7 +168,7 @@ void launch_rows(const LinearArgs& a) {
   int wpr = 1;
   while (wpr < kWarps && units * wpr < target_warps && K >= static_cast<int64_t>(wpr) * 2 * 32 * V * 2) wpr *= 2;
   const float* scale = a.scale.defined() ? a.scale.data<float>() : nullptr;
-  const bool per_row = a.scale.defined() && a.scale.numel() == N && N > 1;
+  const bool per_row = a.per_row_scale();
   const X* bias = a.bias.defined() ? a.bias.data<X>() : nullptr;
   const int rows = static_cast<int>(a.x.size(0));
   auto go = [&](auto wpr_c) {

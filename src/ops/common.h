@@ -41,4 +41,29 @@ inline DType result_type(const char* op, const Tensor& a, const Tensor& b) {
   }
 }
 
+// A dim moved last and the input made contiguous, for ops that work on rows
+// (softmax, topk): backends see [rows, size of dim]; restore() lays a result of
+// that layout back out with the dim where it was.
+struct DimLast {
+  Tensor rows;      // contiguous, `dim` last
+  int64_t dim = 0;  // wrapped
+  Shape perm;       // empty when `dim` already was last
+
+  DimLast(const Tensor& x, int64_t wrapped_dim) : dim(wrapped_dim) {
+    const int64_t nd = x.dim();
+    if (dim != nd - 1) {
+      for (int64_t i = 0; i < nd; ++i)
+        if (i != dim) perm.push_back(i);
+      perm.push_back(dim);
+    }
+    rows = (perm.empty() ? x : x.permute(perm)).contiguous();
+  }
+  Tensor restore(const Tensor& y) const {
+    if (perm.empty()) return y;
+    Shape inverse(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inverse[perm[i]] = static_cast<int64_t>(i);
+    return y.permute(inverse).contiguous();
+  }
+};
+
 }  // namespace kiln

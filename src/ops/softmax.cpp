@@ -18,19 +18,12 @@ Tensor softmax_impl(const char* op, const Tensor& x_in, int64_t dim, std::option
   const int64_t w = wrap_dim(op, dim, nd);
   if (x.numel() == 0) return Tensor::empty(x.shape(), d, x.device());
   if (nd == 0) return full({}, log ? 0.0 : 1.0, d, x.device());  // softmax of one element
-  Shape perm;
-  for (int64_t i = 0; i < nd; ++i)
-    if (i != w) perm.push_back(i);
-  perm.push_back(w);
-  const Tensor moved = w == nd - 1 ? x : x.permute(perm);
-  const Tensor in = moved.contiguous();
+  const DimLast moved(x, w);
+  const Tensor& in = moved.rows;
   const int64_t N = x.size(w);
   Tensor out = Tensor::empty(in.shape(), d, x.device());
   KILN_ON_DEVICE(x.device(), softmax_rows, out.view({in.numel() / N, N}), in.view({in.numel() / N, N}), log);
-  if (w == nd - 1) return out;
-  Shape inverse(nd);
-  for (int64_t i = 0; i < nd; ++i) inverse[perm[i]] = i;
-  return out.permute(inverse).contiguous();
+  return moved.restore(out);
 }
 }  // namespace
 

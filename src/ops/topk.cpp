@@ -15,11 +15,8 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   const int64_t N = nd == 0 ? 1 : x.size(w);
   KILN_CHECK(k >= 0 && k <= N, "topk: k = ", k, " is out of range for dimension ", dim, " of size ", N);
   if (nd == 0) return {x.clone(), zeros({}, DType::Int64, x.device())};
-  Shape perm;
-  for (int64_t i = 0; i < nd; ++i)
-    if (i != w) perm.push_back(i);
-  perm.push_back(w);
-  const Tensor in = (w == nd - 1 ? x : x.permute(perm)).contiguous();
+  const DimLast moved(x, w);
+  const Tensor& in = moved.rows;
   Shape out_shape = in.shape();
   out_shape.back() = k;
   Tensor values = Tensor::empty(out_shape, x.dtype(), x.device());
@@ -27,10 +24,7 @@ std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim, bool lar
   const int64_t M = N == 0 ? 0 : in.numel() / N;
   if (M > 0 && k > 0)
     KILN_ON_DEVICE(x.device(), topk_rows, values.view({M, k}), indices.view({M, k}), in.view({M, N}), largest);
-  if (w == nd - 1) return {values, indices};
-  Shape inverse(nd);
-  for (int64_t i = 0; i < nd; ++i) inverse[perm[i]] = i;
-  return {values.permute(inverse).contiguous(), indices.permute(inverse).contiguous()};
+  return {moved.restore(values), moved.restore(indices)};
 }
 
 }  // namespace kiln

@@ -20,6 +20,12 @@ bool is_python_number(py::handle obj);
 // A device given as kiln.device, a string ("cuda:0") or None (= cpu).
 Device to_device(py::handle obj);
 
+// A shape given as f(2, 3), f((2, 3)) or f([2, 3]).
+Shape to_shape(const py::args& args);
+
+// A CUDA device given as in to_device, with None meaning the current one ("cuda").
+Device to_cuda_device(py::handle obj);
+
 // dim=None -> all dims; an int or a sequence of ints.
 std::vector<int64_t> to_dims(py::handle obj);
 

@@ -6,57 +6,37 @@
 
 namespace kiln::python {
 
+namespace {
+// The DLPack type code of every kiln dtype (bits = 8 * itemsize); one table both ways.
+struct DLCode {
+  DType dtype;
+  uint8_t code;
+};
+constexpr DLCode kDLCodes[] = {
+    {DType::Bool, dl_code::kBool},        {DType::UInt8, dl_code::kUInt},
+    {DType::UInt16, dl_code::kUInt},      {DType::UInt32, dl_code::kUInt},
+    {DType::UInt64, dl_code::kUInt},      {DType::Int8, dl_code::kInt},
+    {DType::Int16, dl_code::kInt},        {DType::Int32, dl_code::kInt},
+    {DType::Int64, dl_code::kInt},        {DType::Float16, dl_code::kFloat},
+    {DType::Float32, dl_code::kFloat},    {DType::BFloat16, dl_code::kBfloat},
+    {DType::Float8_e4m3fn, dl_code::kFloat8_e4m3fn}, {DType::Float8_e5m2, dl_code::kFloat8_e5m2},
+    {DType::Complex64, dl_code::kComplex},
+};
+static_assert(sizeof(kDLCodes) / sizeof(kDLCodes[0]) == kNumDTypes, "every dtype needs a DLPack code");
+
+uint8_t bits_of(DType dt) { return static_cast<uint8_t>(itemsize(dt) * 8); }
+}  // namespace
+
 DLDataType to_dl_dtype(DType dt) {
-  const auto bits = static_cast<uint8_t>(itemsize(dt) * 8);
-  switch (dt) {
-    case DType::Bool: return {dl_code::kBool, 8, 1};
-    case DType::UInt8: case DType::UInt16: case DType::UInt32: case DType::UInt64: return {dl_code::kUInt, bits, 1};
-    case DType::Int8: case DType::Int16: case DType::Int32: case DType::Int64: return {dl_code::kInt, bits, 1};
-    case DType::Float16: case DType::Float32: return {dl_code::kFloat, bits, 1};
-    case DType::BFloat16: return {dl_code::kBfloat, 16, 1};
-    case DType::Float8_e4m3fn: return {dl_code::kFloat8_e4m3fn, 8, 1};
-    case DType::Float8_e5m2: return {dl_code::kFloat8_e5m2, 8, 1};
-    case DType::Complex64: return {dl_code::kComplex, 64, 1};
-  }
+  for (const DLCode& c : kDLCodes)
+    if (c.dtype == dt) return {c.code, bits_of(dt), 1};
   throw Error("to_dlpack: unknown dtype");
 }
 
 DType from_dl_dtype(DLDataType dt) {
   KILN_CHECK(dt.lanes == 1, "from_dlpack: vector dtypes (lanes = ", dt.lanes, ") are not supported");
-  switch (dt.code) {
-    case dl_code::kBool:
-      if (dt.bits == 8) return DType::Bool;
-      break;
-    case dl_code::kUInt:
-      if (dt.bits == 8) return DType::UInt8;
-      if (dt.bits == 16) return DType::UInt16;
-      if (dt.bits == 32) return DType::UInt32;
-      if (dt.bits == 64) return DType::UInt64;
-      break;
-    case dl_code::kInt:
-      if (dt.bits == 8) return DType::Int8;
-      if (dt.bits == 16) return DType::Int16;
-      if (dt.bits == 32) return DType::Int32;
-      if (dt.bits == 64) return DType::Int64;
-      break;
-    case dl_code::kFloat:
-      if (dt.bits == 16) return DType::Float16;
-      if (dt.bits == 32) return DType::Float32;
-      break;
-    case dl_code::kBfloat:
-      if (dt.bits == 16) return DType::BFloat16;
-      break;
-    case dl_code::kComplex:
-      if (dt.bits == 64) return DType::Complex64;
-      break;
-    case dl_code::kFloat8_e4m3fn:
-      if (dt.bits == 8) return DType::Float8_e4m3fn;
-      break;
-    case dl_code::kFloat8_e5m2:
-      if (dt.bits == 8) return DType::Float8_e5m2;
-      break;
-    default: break;
-  }
+  for (const DLCode& c : kDLCodes)
+    if (c.code == dt.code && bits_of(c.dtype) == dt.bits) return c.dtype;
   throw Error(detail::format("from_dlpack: kiln has no dtype for DLPack type code ", int(dt.code), " with ",
                              int(dt.bits), " bits (float64 and complex128 are not kiln dtypes: cast first)"));
 }

@@ -55,6 +55,15 @@ Device to_device(py::handle obj) {
                        py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
 }
 
+Device to_cuda_device(py::handle obj) { return obj.is_none() ? Device("cuda") : to_device(obj); }
+
+Shape to_shape(const py::args& args) {
+  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return args[0].cast<Shape>();
+  Shape s;
+  for (auto a : args) s.push_back(a.cast<int64_t>());
+  return s;
+}
+
 std::vector<int64_t> to_dims(py::handle obj) {
   if (obj.is_none()) return {};
   if (PyLong_Check(obj.ptr())) return {obj.cast<int64_t>()};
@@ -170,22 +179,22 @@ void bind_cuda(py::module_& m) {
       .def("__repr__", [](const Stream& s) {
         return "<kiln.cuda.Stream device=" + s.device().str() + " cuda_stream=" + std::to_string(s.handle()) + ">";
       });
-  c.def("current_stream", [](py::object d) { return Stream::current(d.is_none() ? Device("cuda") : to_device(d)); },
+  c.def("current_stream", [](py::object d) { return Stream::current(to_cuda_device(d)); },
         py::arg("device") = py::none());
-  c.def("default_stream", [](py::object d) { return Stream::default_stream(d.is_none() ? Device("cuda") : to_device(d)); },
+  c.def("default_stream", [](py::object d) { return Stream::default_stream(to_cuda_device(d)); },
         py::arg("device") = py::none());
   c.def("new_stream", [](py::object d, int priority) {
-    return Stream::create(d.is_none() ? Device("cuda") : to_device(d), priority);
+    return Stream::create(to_cuda_device(d), priority);
   }, py::arg("device") = py::none(), py::arg("priority") = 0);
   // Wraps a cudaStream_t owned by someone else (torch.cuda.current_stream().cuda_stream).
   c.def("external_stream", [](uintptr_t handle, py::object d) {
-    return Stream::from_handle(d.is_none() ? Device("cuda") : to_device(d), handle);
+    return Stream::from_handle(to_cuda_device(d), handle);
   }, py::arg("handle"), py::arg("device") = py::none());
   py::class_<StreamGuard>(c, "_StreamGuard").def(py::init<const Stream&>());
 
   py::class_<Event>(c, "Event")
       .def(py::init([](bool enable_timing, py::object d) {
-             return std::make_unique<Event>(d.is_none() ? Device("cuda") : to_device(d), enable_timing);
+             return std::make_unique<Event>(to_cuda_device(d), enable_timing);
            }),
            py::arg("enable_timing") = false, py::arg("device") = py::none())
       .def("record", [](Event& e, py::object s) {
@@ -199,15 +208,15 @@ void bind_cuda(py::module_& m) {
         (s.is_none() ? Stream::current(e.device()) : s.cast<Stream>()).wait(e);
       }, py::arg("stream") = py::none());
 
-  c.def("memory_allocated", [](py::object d) { return memory_stats(d.is_none() ? Device("cuda") : to_device(d)).allocated; },
+  c.def("memory_allocated", [](py::object d) { return memory_stats(to_cuda_device(d)).allocated; },
         py::arg("device") = py::none());
-  c.def("memory_reserved", [](py::object d) { return memory_stats(d.is_none() ? Device("cuda") : to_device(d)).reserved; },
+  c.def("memory_reserved", [](py::object d) { return memory_stats(to_cuda_device(d)).reserved; },
         py::arg("device") = py::none());
   c.def("max_memory_allocated", [](py::object d) {
-    return memory_stats(d.is_none() ? Device("cuda") : to_device(d)).peak_allocated;
+    return memory_stats(to_cuda_device(d)).peak_allocated;
   }, py::arg("device") = py::none());
   c.def("reset_peak_memory_stats", [](py::object d) {
-    reset_peak_memory_stats(d.is_none() ? Device("cuda") : to_device(d));
+    reset_peak_memory_stats(to_cuda_device(d));
   }, py::arg("device") = py::none());
   c.def("empty_cache", [] { empty_cache(Device("cuda")); });
 }

@@ -31,13 +31,6 @@ std::optional<DType> opt_dtype(py::handle d) {
   return d.cast<DType>();
 }
 
-Shape shape_arg(py::args args) {
-  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return args[0].cast<Shape>();
-  Shape s;
-  for (auto a : args) s.push_back(a.cast<int64_t>());
-  return s;
-}
-
 // (values, indices) as torch's return_types: attribute access and tuple unpacking.
 py::object values_indices(const std::pair<Tensor, Tensor>& r) {
   static py::object nt = py::module_::import("collections").attr("namedtuple")("values_indices", "values indices");
@@ -72,13 +65,13 @@ void bind_ops(py::module_& m) {
 
   // ---- creation ----
   m.def("empty", [](py::args a, py::object dtype, py::object device) {
-    return empty(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device));
+    return empty(to_shape(a), opt_dtype(dtype).value_or(float32), to_device(device));
   }, arg("dtype") = none, arg("device") = none);
   m.def("zeros", [](py::args a, py::object dtype, py::object device) {
-    return zeros(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device));
+    return zeros(to_shape(a), opt_dtype(dtype).value_or(float32), to_device(device));
   }, arg("dtype") = none, arg("device") = none);
   m.def("ones", [](py::args a, py::object dtype, py::object device) {
-    return ones(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device));
+    return ones(to_shape(a), opt_dtype(dtype).value_or(float32), to_device(device));
   }, arg("dtype") = none, arg("device") = none);
   m.def("full", [](const Shape& shape, py::object value, py::object dtype, py::object device) {
     const Scalar v = to_scalar(value, "full");
@@ -95,10 +88,10 @@ void bind_ops(py::module_& m) {
   m.def("ones_like", &ones_like);
   m.def("full_like", [](const Tensor& t, py::object v) { return full_like(t, to_scalar(v, "full_like")); });
   m.def("rand", [](py::args a, py::object dtype, py::object device, py::object gen) {
-    return rand(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device), to_generator(gen));
+    return rand(to_shape(a), opt_dtype(dtype).value_or(float32), to_device(device), to_generator(gen));
   }, arg("dtype") = none, arg("device") = none, arg("generator") = none);
   m.def("randn", [](py::args a, py::object dtype, py::object device, py::object gen) {
-    return randn(shape_arg(a), opt_dtype(dtype).value_or(float32), to_device(device), to_generator(gen));
+    return randn(to_shape(a), opt_dtype(dtype).value_or(float32), to_device(device), to_generator(gen));
   }, arg("dtype") = none, arg("device") = none, arg("generator") = none);
   cls.def("uniform_", [](Tensor& t, double lo, double hi, py::object g) { uniform_(t, lo, hi, to_generator(g)); return t; },
           arg("from") = 0.0, arg("to") = 1.0, arg("generator") = none);
@@ -106,18 +99,25 @@ void bind_ops(py::module_& m) {
           arg("mean") = 0.0, arg("std") = 1.0, arg("generator") = none);
 
   // ---- elementwise ----
-  m.def("add", [](py::object a, py::object b, py::object alpha) {
-    if (py::isinstance<Tensor>(a) && py::isinstance<Tensor>(b))
-      return add(a.cast<Tensor>(), b.cast<Tensor>(), to_scalar(alpha, "add"));
-    KILN_CHECK(to_scalar(alpha, "add").to_double() == 1.0, "add: alpha needs two tensors");
-    return binary("add", add_tt, add_ts, a, b);
-  }, arg("input"), arg("other"), py::kw_only(), arg("alpha") = 1);
-  m.def("sub", [](py::object a, py::object b, py::object alpha) {
-    if (py::isinstance<Tensor>(a) && py::isinstance<Tensor>(b))
-      return sub(a.cast<Tensor>(), b.cast<Tensor>(), to_scalar(alpha, "sub"));
-    KILN_CHECK(to_scalar(alpha, "sub").to_double() == 1.0, "sub: alpha needs two tensors");
-    return binary("sub", sub_tt, sub_ts, a, b);
-  }, arg("input"), arg("other"), py::kw_only(), arg("alpha") = 1);
+  // add/sub take alpha (other scaled first), which needs two tensors.
+  using TTA = Tensor (*)(const Tensor&, const Tensor&, const Scalar&);
+  struct AlphaOp {
+    const char* name;
+    TTA tta;
+    TT tt;
+    TS ts;
+  };
+  static const AlphaOp alpha_ops[] = {{"add", add, add_tt, add_ts}, {"sub", sub, sub_tt, sub_ts}};
+  for (const AlphaOp& op : alpha_ops) {
+    auto f = [&op](py::object a, py::object b, py::object alpha) {
+      const Scalar al = to_scalar(alpha, op.name);
+      if (py::isinstance<Tensor>(a) && py::isinstance<Tensor>(b)) return op.tta(a.cast<Tensor>(), b.cast<Tensor>(), al);
+      KILN_CHECK(al.to_double() == 1.0, op.name, ": alpha needs two tensors");
+      return binary(op.name, op.tt, op.ts, a, b);
+    };
+    m.def(op.name, f, arg("input"), arg("other"), py::kw_only(), arg("alpha") = 1);
+    cls.def(op.name, f, arg("other"), py::kw_only(), arg("alpha") = 1);
+  }
   def_binary(m, cls, "mul", mul, mul);
   def_binary(m, cls, "div", div, div);
   def_binary(m, cls, "pow", pow, pow);
@@ -131,14 +131,6 @@ void bind_ops(py::module_& m) {
   m.def("minimum", &minimum);
   cls.def("maximum", &maximum);
   cls.def("minimum", &minimum);
-  cls.def("add", [](const Tensor& a, py::object b, py::object alpha) {
-    if (py::isinstance<Tensor>(b)) return add(a, b.cast<Tensor>(), to_scalar(alpha, "add"));
-    return add(a, to_scalar(b, "add"));
-  }, arg("other"), py::kw_only(), arg("alpha") = 1);
-  cls.def("sub", [](const Tensor& a, py::object b, py::object alpha) {
-    if (py::isinstance<Tensor>(b)) return sub(a, b.cast<Tensor>(), to_scalar(alpha, "sub"));
-    return sub(a, to_scalar(b, "sub"));
-  }, arg("other"), py::kw_only(), arg("alpha") = 1);
 
   // Python operators; a number on either side.
   struct Op {

@@ -20,14 +20,6 @@ py::tuple to_tuple(const Shape& s) {
   return t;
 }
 
-// Shape from t.view(2, 3), t.view((2, 3)) or t.view([2, 3]).
-Shape shape_from_args(const py::args& args) {
-  if (args.size() == 1 && !PyLong_Check(args[0].ptr())) return args[0].cast<Shape>();
-  Shape s;
-  for (auto a : args) s.push_back(a.cast<int64_t>());
-  return s;
-}
-
 // ---- tolist: nested lists of Python numbers, as torch ----
 template <class T>
 py::object nest(const std::vector<T>& flat, const Shape& shape, size_t dim, size_t& pos) {
@@ -228,11 +220,11 @@ void bind_tensor(py::module_& m) {
       // ---- views ----
       .def("view", [](const Tensor& t, py::args args) {
         if (args.size() == 1 && py::isinstance<DType>(args[0])) return t.view(args[0].cast<DType>());
-        return t.view(shape_from_args(args));
+        return t.view(to_shape(args));
       })
-      .def("reshape", [](const Tensor& t, py::args args) { return t.reshape(shape_from_args(args)); })
-      .def("expand", [](const Tensor& t, py::args args) { return t.expand(shape_from_args(args)); })
-      .def("permute", [](const Tensor& t, py::args args) { return t.permute(shape_from_args(args)); })
+      .def("reshape", [](const Tensor& t, py::args args) { return t.reshape(to_shape(args)); })
+      .def("expand", [](const Tensor& t, py::args args) { return t.expand(to_shape(args)); })
+      .def("permute", [](const Tensor& t, py::args args) { return t.permute(to_shape(args)); })
       .def("transpose", &Tensor::transpose, py::arg("dim0"), py::arg("dim1"))
       .def("t", &Tensor::t)
       .def("narrow", &Tensor::narrow, py::arg("dim"), py::arg("start"), py::arg("length"))
