@@ -215,7 +215,47 @@ def topk_cases():
     return c
 
 
-CASES = [core_cases, linear_cases, softmax_cases, topk_cases]
+# ---- cases: FP8 scaled_mm (issue 3) ----
+def scaled_mm_cases():
+    c, dev = [], "cuda"
+    for m, kk, n, rowwise in [(1, 4096, 4096, False), (16, 4096, 4096, False), (16, 4096, 4096, True),
+                              (8, 4096, 14336, True), (4096, 4096, 4096, False), (4096, 4096, 4096, True)]:
+        a = torch.randn(m, kk, device=dev).to(torch.float8_e4m3fn)
+        w = torch.randn(n, kk, device=dev).to(torch.float8_e4m3fn)
+        sa = torch.rand(m, 1, device=dev) if rowwise else torch.tensor(0.5, device=dev)
+        sb = torch.rand(1, n, device=dev) if rowwise else torch.tensor(0.5, device=dev)
+        ka, kw, ksa, ksb = k(a), k(w), k(sa), k(sb)
+        c.append(Case("scaled_mm", f"scaled_mm {m}x{kk}x{n} {'rowwise' if rowwise else 'tensorwise'}",
+                      1.0 * (m * kk + n * kk) + 2.0 * m * n,
+                      lambda ka=ka, kw=kw, ksa=ksa, ksb=ksb: kiln._scaled_mm(ka, kw.t(), ksa, ksb, out_dtype=kiln.bfloat16),
+                      lambda a=a, w=w, sa=sa, sb=sb: torch._scaled_mm(a, w.t(), sa, sb, out_dtype=torch.bfloat16),
+                      flops=2.0 * m * kk * n, graph=m <= 16))
+    return c
+
+
+# ---- cases: grouped_mm for mixture-of-experts layers (issue 3) ----
+def grouped_mm_cases():
+    c, dev, gen = [], "cuda", torch.Generator().manual_seed(0)
+    grouped = getattr(torch.nn.functional, "grouped_mm", None) or torch._grouped_mm
+    experts, top, kk, n = 128, 8, 2048, 1536  # Qwen3-30B-A3B's gate/up projection
+    w = torch.randn(experts, n, kk, device=dev, dtype=torch.bfloat16) / kk ** 0.5
+    kw = k(w).transpose(-2, -1)
+    for tokens in (1, 8, 512):
+        chosen = torch.stack([torch.randperm(experts, generator=gen)[:top] for _ in range(tokens)]).flatten()
+        counts = torch.bincount(chosen, minlength=experts)
+        offs = counts.cumsum(0).to(device=dev, dtype=torch.int32)
+        a = torch.randn(tokens * top, kk, device=dev, dtype=torch.bfloat16)
+        ka, ko = k(a), k(offs)
+        used = int((counts > 0).sum())
+        c.append(Case("grouped_mm", f"grouped_mm {tokens} tok top-{top}/{experts} {kk}->{n}",
+                      2.0 * used * n * kk + 2.0 * a.numel() + 2.0 * tokens * top * n,
+                      lambda ka=ka, ko=ko: kiln.nn.functional.grouped_mm(ka, kw, offs=ko),
+                      lambda a=a, offs=offs: grouped(a, w.transpose(-2, -1), offs=offs),
+                      flops=2.0 * tokens * top * n * kk, graph=tokens <= 8))
+    return c
+
+
+CASES = [core_cases, linear_cases, softmax_cases, topk_cases, scaled_mm_cases, grouped_mm_cases]
 
 
 def measured_copy_gbs(repeats, stream):

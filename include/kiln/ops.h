@@ -120,6 +120,26 @@ Tensor mm(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               const std::optional<Tensor>& weight_scale = std::nullopt);
 
+// torch._scaled_mm: (a @ b) * scale_a * scale_b + bias for float8_e4m3fn a [M, K]
+// (row-major) and b [K, N] (column-major: b = w.t() of a row-major [N, K] w), K and N
+// multiples of 16. Scales are float32 dequantisation factors, tensorwise (one
+// element each) or rowwise (scale_a [M, 1], scale_b [1, N]); bias [N] in out_dtype
+// (bfloat16, float16 or float32). Accumulates in float32; use_fast_accum lets CUDA's
+// fp8 GEMM skip its periodic promotion, as PyTorch's flag does.
+Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
+                 const std::optional<Tensor>& bias = std::nullopt, DType out_dtype = DType::BFloat16,
+                 bool use_fast_accum = false);
+
+// torch.nn.functional.grouped_mm: one matrix product per group, for mixture-of-
+// experts layers. a [T, K] x b [G, K, N] with offs (int32 [G], cumulative end row
+// of each group; rows sorted by group) -> [T, N], rows past offs[G-1] zero;
+// a [G, M, K] x b [G, K, N] (no offs) -> [G, M, N]; a [M, K] x b [K, N] with offs
+// splitting K -> [G, M, N]. bfloat16, float16 or float32; out_dtype the inputs'
+// dtype or float32. offs is read on the device (no host synchronisation); on CUDA
+// offsets that decrease or pass the end are clamped, on the CPU they raise.
+Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs = std::nullopt,
+                  const std::optional<Tensor>& bias = std::nullopt, std::optional<DType> out_dtype = std::nullopt);
+
 // torch.topk: the k largest (or smallest) elements along `dim`, sorted, with
 // their int64 indices. NaN counts as larger than every number; among equal
 // values the lower index comes first.

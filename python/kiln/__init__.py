@@ -9,6 +9,7 @@ import builtins as _builtins
 from . import _kiln
 from ._kiln import *  # noqa: F401,F403  (dtypes, Tensor, ops)
 from ._kiln import Tensor, Error, NotImplementedError, device, dtype  # noqa: F401
+from ._kiln import _grouped_mm, _scaled_mm  # noqa: F401  (torch._scaled_mm / torch._grouped_mm)
 from . import cuda  # noqa: F401
 from . import nn  # noqa: F401
 
@@ -30,7 +31,7 @@ def _flatten(data, shape, flat, depth):
         if len(shape) != depth:
             raise ValueError(f"kiln.tensor: ragged nested sequence (a number at depth {depth}, "
                              f"sequences at depth {len(shape)})")
-        if isinstance(data, Tensor):
+        if isinstance(data, Tensor) or hasattr(data, "item"):  # a 0-d tensor or a numpy scalar
             data = data.item()
         if not isinstance(data, (_builtins.bool, _builtins.int, _builtins.float, _builtins.complex)):
             raise TypeError(f"kiln.tensor: cannot make a tensor from {type(data).__name__}")

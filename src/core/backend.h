@@ -45,6 +45,30 @@ struct LinearArgs {
   bool per_row_scale() const { return scale.defined() && scale.numel() == weight.size(0) && weight.size(0) > 1; }
 };
 
+// Arguments of scaled_mm: out [M, N] contiguous = (a [M, K] @ bt [N, K]^T)
+// * scale_a * scale_b + bias. a and bt are float8_e4m3fn with unit inner stride
+// (bt is torch's column-major b seen as rows); scale_a has 1 or M float32
+// values, scale_b 1 or N, contiguous; bias, when defined, is [N] in out's dtype.
+struct ScaledMmArgs {
+  Tensor out, a, bt, scale_a, scale_b, bias;
+  bool fast_accum = false;
+  // Rowwise: one scale per row of a and per column of b (N >= 16, so scale_b tells).
+  bool rowwise() const { return scale_b.numel() != 1; }
+};
+
+// Arguments of grouped_mm with offsets (the 3-D x 3-D case is a batched matmul
+// and never reaches a backend). offs is int32 [G] on the device, the cumulative
+// end of each group along the jagged dim. Either
+//  - rows by group (2-D x 3-D): a [T, K], b [G, K, N], out [T, N]: rows
+//    offs[g-1]..offs[g] of a times b[g]; rows past offs[G-1] are zero;
+//  - k by group (2-D x 2-D): a [M, K], b [K, N], out [G, M, N]: out[g] is
+//    a[:, offs[g-1]:offs[g]] @ b[offs[g-1]:offs[g], :].
+// a and b share one float dtype, any strides; out is contiguous, a's dtype or float32.
+struct GroupedMmArgs {
+  Tensor out, a, b, offs;
+  bool k_by_group() const { return b.dim() == 2; }
+};
+
 #define KILN_BACKEND_KERNELS                                                                        \
   /* dst and src: same shape, any dtypes, possibly overlapping nothing */                           \
   void copy(const Tensor& dst, const Tensor& src, bool saturate);                                   \
@@ -66,7 +90,9 @@ struct LinearArgs {
   /* out, in [M, N] contiguous, one float dtype: softmax (or log_softmax) of each row */          \
   void softmax_rows(const Tensor& out, const Tensor& in, bool log);                                 \
   /* in [M, N] contiguous; values [M, k] (in's dtype) and indices [M, k] int64, best first */       \
-  void topk_rows(const Tensor& values, const Tensor& indices, const Tensor& in, bool largest);
+  void topk_rows(const Tensor& values, const Tensor& indices, const Tensor& in, bool largest);        \
+  void scaled_mm(const ScaledMmArgs& args);                                                         \
+  void grouped_mm(const GroupedMmArgs& args);
 
 namespace cpu {
 KILN_BACKEND_KERNELS

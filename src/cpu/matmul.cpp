@@ -1,10 +1,12 @@
 // CPU matmul through OpenBLAS sgemm; float16/bfloat16 are widened to float32
-// for the product and rounded once at the end.
+// for the product and rounded once at the end. scaled_mm is its composed form
+// (fp8 decoded exactly to float32, one sgemm, the scales).
 #include <cblas.h>
 
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/gemm_layout.h"
+#include "ops/scaled_mm.h"
 
 namespace kiln::cpu {
 
@@ -27,5 +29,7 @@ void matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
                 pc + i * N * M, static_cast<int>(N));
   if (wide) out.copy_(c);
 }
+
+void scaled_mm(const ScaledMmArgs& args) { scaled_mm_composed(args); }
 
 }  // namespace kiln::cpu

@@ -25,6 +25,8 @@ cudaStream_t current_stream();
 int current_device();
 // Multiprocessors of the current device (cached).
 int sm_count();
+// Compute capability of the current device as 10 * major + minor (90 on Hopper).
+int device_arch();
 
 // Blocks for `items` work items at `threads` per block, capped for grid-stride loops.
 inline unsigned grid_for(int64_t items, int threads, int per_sm = 16) {

@@ -27,18 +27,34 @@ cudaStream_t current_stream() {
   return static_cast<cudaStream_t>(Stream::current(Device(DeviceType::CUDA, current_device())).native());
 }
 
-int sm_count() {
+namespace {
+// One attribute per device, read once.
+struct DeviceAttributes {
+  int sms = 1, arch = 0;  // arch: compute capability as 10 * major + minor
+};
+const DeviceAttributes& device_attributes() {
   static std::once_flag once;
-  static std::vector<int> counts;
+  static std::vector<DeviceAttributes> attrs;
   std::call_once(once, [] {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) n = 0;
-    counts.resize(n);
-    for (int i = 0; i < n; ++i) cudaDeviceGetAttribute(&counts[i], cudaDevAttrMultiProcessorCount, i);
+    attrs.resize(n);
+    for (int i = 0; i < n; ++i) {
+      int major = 0, minor = 0;
+      cudaDeviceGetAttribute(&attrs[i].sms, cudaDevAttrMultiProcessorCount, i);
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, i);
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, i);
+      attrs[i].arch = major * 10 + minor;
+    }
   });
+  static const DeviceAttributes none;
   const int d = current_device();
-  return d < static_cast<int>(counts.size()) ? counts[d] : 1;
+  return d < static_cast<int>(attrs.size()) ? attrs[d] : none;
 }
+}  // namespace
+
+int sm_count() { return device_attributes().sms; }
+int device_arch() { return device_attributes().arch; }
 
 DeviceGuard::DeviceGuard(int index) {
   KILN_CHECK(cuda::is_available(), "CUDA is not available: ", cuda::availability().reason);

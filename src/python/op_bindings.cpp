@@ -213,6 +213,23 @@ void bind_ops(py::module_& m) {
     return linear(x, w, bias, scale);
   }, arg("input"), arg("weight"), arg("bias") = none, py::kw_only(), arg("weight_scale") = none,
      py::call_guard<py::gil_scoped_release>());
+  // torch._scaled_mm's signature (scale_result is for fp8 outputs, which kiln does not produce).
+  m.def("_scaled_mm", [](const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
+                         std::optional<Tensor> bias, py::object scale_result, py::object out_dtype, bool fast) {
+    if (!scale_result.is_none())
+      throw NotImplementedError("_scaled_mm: scale_result (an fp8 output) is not supported; use out_dtype bfloat16, "
+                                "float16 or float32");
+    const DType od = opt_dtype(out_dtype).value_or(DType::BFloat16);
+    py::gil_scoped_release release;
+    return scaled_mm(a, b, scale_a, scale_b, bias, od, fast);
+  }, arg("input"), arg("mat2"), arg("scale_a"), arg("scale_b"), arg("bias") = none, arg("scale_result") = none,
+     arg("out_dtype") = none, arg("use_fast_accum") = false);
+  m.def("_grouped_mm", [](const Tensor& a, const Tensor& b, std::optional<Tensor> offs, std::optional<Tensor> bias,
+                          py::object out_dtype) {
+    const std::optional<DType> od = opt_dtype(out_dtype);
+    py::gil_scoped_release release;
+    return grouped_mm(a, b, offs, bias, od);
+  }, arg("mat_a"), arg("mat_b"), arg("offs") = none, arg("bias") = none, arg("out_dtype") = none);
   for (bool log : {false, true}) {
     auto f = [log](const Tensor& x, int64_t dim, py::object dtype) {
       return log ? log_softmax(x, dim, opt_dtype(dtype)) : softmax(x, dim, opt_dtype(dtype));

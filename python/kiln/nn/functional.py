@@ -14,3 +14,18 @@ def linear(input, weight, bias=None, *, weight_scale=None):
     0-d (per tensor) or [out_features] / [out_features, 1] (per output row).
     """
     return _kiln.linear(input, weight, bias, weight_scale=weight_scale)
+
+
+def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
+    """One matrix product per group, as torch.nn.functional.grouped_mm.
+
+    2-D x 3-D: mat_a [T, K] rows sorted by group, mat_b [G, K, N] (usually the
+    transpose of weights stored [G, N, K]), offs int32 [G] cumulative end rows
+    -> [T, N]. 3-D x 3-D: batched, offs None. 2-D x 2-D: offs splits K -> [G, M, N].
+    """
+    return _kiln._grouped_mm(mat_a, mat_b, offs, bias, out_dtype)
+
+
+def scaled_mm(input, mat2, scale_a, scale_b, bias=None, out_dtype=None, use_fast_accum=False):
+    """(input @ mat2) * scale_a * scale_b + bias for float8_e4m3fn operands, as torch._scaled_mm."""
+    return _kiln._scaled_mm(input, mat2, scale_a, scale_b, bias, None, out_dtype, use_fast_accum)

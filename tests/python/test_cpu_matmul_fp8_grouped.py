@@ -1,0 +1,131 @@
+"""scaled_mm and grouped_mm on the CPU against numpy (float64 references)."""
+import unittest
+
+import numpy as np
+
+import kiln
+import kiln.nn.functional as KF
+
+RNG = np.random.default_rng(7)
+
+
+def e4m3_value(code):
+    """The float8_e4m3fn format's formula, independent of kiln."""
+    s, e, m = code >> 7, (code >> 3) & 15, code & 7
+    if e == 15 and m == 7:
+        return float("nan")
+    v = (m / 8) * 2.0 ** -6 if e == 0 else (1 + m / 8) * 2.0 ** (e - 7)
+    return -v if s else v
+
+
+DECODE = np.array([e4m3_value(c) for c in range(256)])
+
+
+def random_fp8(shape, allow_nan=False):
+    """(kiln tensor, its float64 values): random codes, NaN codes left out unless asked."""
+    codes = RNG.integers(0, 256, size=shape, dtype=np.uint8)
+    if not allow_nan:
+        codes[(codes & 0x7F) == 0x7F] = 0x38  # 1.0
+    return kiln.from_dlpack(codes).view(kiln.float8_e4m3fn), DECODE[codes]
+
+
+class ScaledMm(unittest.TestCase):
+    def test_tensorwise_and_rowwise_with_bias(self):
+        for m, kk, n in [(1, 64, 32), (5, 128, 48), (33, 256, 16)]:
+            a, av = random_fp8((m, kk))
+            w, wv = random_fp8((n, kk))
+            for rowwise in (False, True):
+                sa = RNG.random((m, 1) if rowwise else ()).astype(np.float32) + 0.5
+                sb = RNG.random((1, n) if rowwise else ()).astype(np.float32) + 0.5
+                bias = RNG.standard_normal(n).astype(np.float32)
+                ref = (av @ wv.T) * sa * sb + bias
+                got = kiln._scaled_mm(a, w.t(), kiln.tensor(sa), kiln.tensor(sb), bias=kiln.tensor(bias),
+                                      out_dtype=kiln.float32)
+                np.testing.assert_allclose(np.from_dlpack(got), ref, rtol=2e-5, atol=1e-3 * np.abs(ref).max())
+                g16 = kiln._scaled_mm(a, w.t(), kiln.tensor(sa), kiln.tensor(sb))  # bfloat16 by default
+                self.assertEqual(g16.dtype, kiln.bfloat16)
+                np.testing.assert_allclose(np.from_dlpack(g16.to(kiln.float32)), ref - bias, rtol=2 ** -8,
+                                           atol=2 ** -8 * np.abs(ref).max())
+
+    def test_nan_propagates_and_448_is_exact(self):
+        a, av = random_fp8((4, 32))
+        codes = np.from_dlpack(a.view(kiln.uint8)).copy()
+        codes[1, 3] = 0x7F  # NaN
+        a = kiln.from_dlpack(codes).view(kiln.float8_e4m3fn)
+        w, _ = random_fp8((16, 32))
+        one = kiln.tensor(1.0)
+        got = np.from_dlpack(kiln._scaled_mm(a, w.t(), one, one, out_dtype=kiln.float32))
+        self.assertTrue(np.isnan(got[1]).all())
+        self.assertFalse(np.isnan(got[[0, 2, 3]]).any())
+        big = kiln.full((16, 16), 448.0).to(kiln.float8_e4m3fn)
+        got = kiln._scaled_mm(big, big.t(), one, one, out_dtype=kiln.float32)
+        self.assertEqual(got.tolist(), [[448.0 * 448.0 * 16] * 16] * 16)
+
+    def test_bad_input_raises_with_values(self):
+        a, _ = random_fp8((4, 32))
+        w, _ = random_fp8((16, 32))
+        one = kiln.tensor(1.0)
+        with self.assertRaisesRegex(kiln.Error, r"column-major"):
+            kiln._scaled_mm(a, w.t().contiguous(), one, one)
+        with self.assertRaisesRegex(kiln.Error, r"\[4, 1\]"):
+            kiln._scaled_mm(a, w.t(), kiln.ones((4,)), kiln.ones((1, 16)))
+        with self.assertRaisesRegex(kiln.Error, "float8_e4m3fn"):
+            kiln._scaled_mm(a.to(kiln.float32), w.t(), one, one)
+        with self.assertRaisesRegex(kiln.Error, "cannot be multiplied"):
+            kiln._scaled_mm(a, w, one, one)
+
+
+class GroupedMm(unittest.TestCase):
+    def test_2d_3d_with_empty_groups(self):
+        counts = [3, 0, 5, 0, 1, 0]
+        rows, kk, n = sum(counts) + 2, 24, 20  # two rows past the last offset
+        a = RNG.standard_normal((rows, kk)).astype(np.float32)
+        w = RNG.standard_normal((len(counts), n, kk)).astype(np.float32)
+        offs = np.cumsum(counts).astype(np.int32)
+        got = np.from_dlpack(KF.grouped_mm(kiln.tensor(a), kiln.tensor(w).transpose(-2, -1), offs=kiln.tensor(offs)))
+        ref = np.zeros((rows, n))
+        start = 0
+        for g, end in enumerate(offs):
+            ref[start:end] = a[start:end].astype(np.float64) @ w[g].T.astype(np.float64)
+            start = end
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+        # bfloat16 in, float32 out
+        kb = KF.grouped_mm(kiln.tensor(a).to(kiln.bfloat16), kiln.tensor(w).to(kiln.bfloat16).transpose(-2, -1),
+                           offs=kiln.tensor(offs), out_dtype=kiln.float32)
+        self.assertEqual(kb.dtype, kiln.float32)
+        np.testing.assert_allclose(np.from_dlpack(kb), ref, rtol=0.02, atol=0.1)
+
+    def test_3d_3d_and_2d_2d(self):
+        a = RNG.standard_normal((3, 4, 8)).astype(np.float32)
+        b = RNG.standard_normal((3, 8, 5)).astype(np.float32)
+        np.testing.assert_allclose(np.from_dlpack(KF.grouped_mm(kiln.tensor(a), kiln.tensor(b))), a @ b, rtol=1e-5,
+                                   atol=1e-5)
+        x = RNG.standard_normal((6, 10)).astype(np.float32)
+        y = RNG.standard_normal((10, 7)).astype(np.float32)
+        offs = np.array([4, 4, 10], dtype=np.int32)
+        got = np.from_dlpack(KF.grouped_mm(kiln.tensor(x), kiln.tensor(y), offs=kiln.tensor(offs)))
+        ref = np.stack([x[:, :4] @ y[:4], np.zeros((6, 7)), x[:, 4:] @ y[4:]])
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+
+    def test_zero_tokens(self):
+        got = KF.grouped_mm(kiln.zeros((0, 8)), kiln.zeros((2, 8, 4)), offs=kiln.tensor([0, 0], dtype=kiln.int32))
+        self.assertEqual(got.shape, (0, 4))
+
+    def test_bad_input_raises_with_values(self):
+        a, b = kiln.zeros((6, 8)), kiln.zeros((2, 8, 4))
+        with self.assertRaisesRegex(kiln.Error, r"offs\[1\] = 2 after 5"):
+            KF.grouped_mm(a, b, offs=kiln.tensor([5, 2], dtype=kiln.int32))
+        with self.assertRaisesRegex(kiln.Error, "at most 6"):
+            KF.grouped_mm(a, b, offs=kiln.tensor([5, 7], dtype=kiln.int32))
+        with self.assertRaisesRegex(kiln.Error, "int32"):
+            KF.grouped_mm(a, b, offs=kiln.tensor([5, 6]))
+        with self.assertRaisesRegex(kiln.Error, "3 groups"):
+            KF.grouped_mm(a, kiln.zeros((3, 8, 4)), offs=kiln.tensor([5, 6], dtype=kiln.int32))
+        with self.assertRaisesRegex(kiln.Error, "bias"):
+            KF.grouped_mm(a, b, offs=kiln.tensor([5, 6], dtype=kiln.int32), bias=kiln.zeros((2, 4)))
+        with self.assertRaisesRegex(kiln.Error, "offs is required"):
+            KF.grouped_mm(a, b)
+
+
+if __name__ == "__main__":
+    unittest.main()
