@@ -255,7 +255,36 @@ def grouped_mm_cases():
     return c
 
 
-CASES = [core_cases, linear_cases, softmax_cases, topk_cases, scaled_mm_cases, grouped_mm_cases]
+# ---- cases: the MoE router and combine (issue 3) ----
+def torch_route(logits, top):
+    """The router in torch ops, graph-capturable: softmax, top-k, renormalise, counts, offsets, permutation."""
+    w, e = torch.topk(torch.softmax(logits.float(), -1), top, -1)
+    w = w / w.sum(-1, keepdim=True)
+    flat = e.flatten()
+    counts = torch.zeros(logits.shape[1], device=logits.device, dtype=torch.int32)
+    counts.index_add_(0, flat, torch.ones_like(flat, dtype=torch.int32))
+    order = torch.argsort(flat, stable=True)
+    return w, e, counts.cumsum(0), order // top, torch.argsort(order)
+
+
+def moe_routing_cases():
+    c, experts, top, hidden = [], 128, 8, 2048
+    for tokens in (1, 512):
+        logits = torch.randn(tokens, experts, device="cuda", dtype=torch.bfloat16)
+        kl = k(logits)
+        c.append(Case("moe_route", f"moe_route [{tokens},{experts}] top-{top}", 2.0 * logits.numel(),
+                      lambda kl=kl: kiln.moe_route(kl, top), lambda logits=logits: torch_route(logits, top),
+                      graph=True))
+        y = torch.randn(tokens * top, hidden, device="cuda", dtype=torch.bfloat16)
+        r = kiln.moe_route(kl, top)
+        ky, w, pos = k(y), torch.from_dlpack(r.weights), torch.from_dlpack(r.sorted_pos).long()
+        c.append(Case("moe_route", f"moe_combine [{tokens}x{top},{hidden}]", 2.0 * y.numel() + 2.0 * tokens * hidden,
+                      lambda ky=ky, r=r: kiln.moe_combine(ky, r),
+                      lambda y=y, w=w, pos=pos: (y[pos].float() * w[..., None]).sum(1).to(y.dtype), graph=True))
+    return c
+
+
+CASES = [core_cases, linear_cases, softmax_cases, topk_cases, scaled_mm_cases, grouped_mm_cases, moe_routing_cases]
 
 
 def measured_copy_gbs(repeats, stream):

@@ -140,6 +140,41 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
 Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs = std::nullopt,
                   const std::optional<Tensor>& bias = std::nullopt, std::optional<DType> out_dtype = std::nullopt);
 
+// torch.index_select: the entries of `index` (int32 or int64, 1-D) along `dim`.
+// An embedding lookup is index_select(weight, 0, ids). Out-of-range indices raise
+// on the CPU; on CUDA they stop the kernel with a device-side error, as PyTorch's do.
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+
+// ---- mixture-of-experts routing ----
+enum class RouterScoring { Softmax, Sigmoid };
+
+// What moe_route produces for T tokens, top-k of E experts, all on the logits'
+// device. Rows of the expert computation are the (token, choice) pairs sorted by
+// expert: row p holds token token_of[p]; pair (t, j) sits at row sorted_pos[t, j].
+// offs is grouped_mm's: the cumulative end row of each expert. Within one expert
+// the CPU keeps token order; CUDA's order is unspecified (results do not depend on it).
+struct MoeRouting {
+  Tensor weights;     // [T, k] float32: the combine weight of each choice
+  Tensor experts;     // [T, k] int32: the chosen experts, best first
+  Tensor offs;        // [E] int32
+  Tensor token_of;    // [T * k] int32
+  Tensor sorted_pos;  // [T, k] int32
+};
+
+// The router of an MoE layer in two kernels with no host synchronisation: scores
+// (softmax over experts, or sigmoid as DeepSeek-V3), top-k on the scores plus
+// `selection_bias` ([E] float32, used only to choose, as DeepSeek's correction
+// bias), weights = the chosen scores, divided by their sum when `renormalize`
+// (Qwen3-MoE's norm_topk_prob), then counts, offsets and the permutation.
+// logits [T, E] float32, float16 or bfloat16; E <= 1024, k <= min(E, 32).
+MoeRouting moe_route(const Tensor& logits, int64_t k, RouterScoring scoring = RouterScoring::Softmax,
+                     const std::optional<Tensor>& selection_bias = std::nullopt, bool renormalize = true);
+
+// The weighted combine of expert outputs: out[t] = sum_j weights[t, j] *
+// expert_out[sorted_pos[t, j]], expert_out [T * k, N] -> [T, N] in its dtype
+// (accumulated in float32). A gather, so no atomics: the result is deterministic.
+Tensor moe_combine(const Tensor& expert_out, const MoeRouting& routing);
+
 // torch.topk: the k largest (or smallest) elements along `dim`, sorted, with
 // their int64 indices. NaN counts as larger than every number; among equal
 // values the lower index comes first.

@@ -69,6 +69,15 @@ struct GroupedMmArgs {
   bool k_by_group() const { return b.dim() == 2; }
 };
 
+// Arguments of moe_route: logits [T, E] contiguous; bias [E] float32 or
+// undefined; counts [E] int32 zeroed; the outputs of MoeRouting, allocated.
+struct MoeRouteArgs {
+  Tensor logits, bias, counts;
+  MoeRouting r;
+  int64_t k = 0;
+  bool sigmoid = false, renormalize = true;
+};
+
 #define KILN_BACKEND_KERNELS                                                                        \
   /* dst and src: same shape, any dtypes, possibly overlapping nothing */                           \
   void copy(const Tensor& dst, const Tensor& src, bool saturate);                                   \
@@ -92,7 +101,12 @@ struct GroupedMmArgs {
   /* in [M, N] contiguous; values [M, k] (in's dtype) and indices [M, k] int64, best first */       \
   void topk_rows(const Tensor& values, const Tensor& indices, const Tensor& in, bool largest);        \
   void scaled_mm(const ScaledMmArgs& args);                                                         \
-  void grouped_mm(const GroupedMmArgs& args);
+  void grouped_mm(const GroupedMmArgs& args);                                                       \
+  /* out [R, inner] = in [S, inner] rows at index [R] (int32/int64); rows contiguous */              \
+  void index_select_rows(const Tensor& out, const Tensor& in, const Tensor& index);                 \
+  void moe_route(const MoeRouteArgs& args);                                                         \
+  /* out [T, N], y [T*k, N] contiguous, same float dtype; weights/sorted_pos as MoeRouting */      \
+  void moe_combine(const Tensor& out, const Tensor& y, const Tensor& weights, const Tensor& sorted_pos);
 
 namespace cpu {
 KILN_BACKEND_KERNELS

@@ -45,6 +45,9 @@ void softmax_rows(const Tensor&, const Tensor&, bool) { no_cuda("softmax"); }
 void topk_rows(const Tensor&, const Tensor&, const Tensor&, bool) { no_cuda("topk"); }
 void scaled_mm(const ScaledMmArgs&) { no_cuda("scaled_mm"); }
 void grouped_mm(const GroupedMmArgs&) { no_cuda("grouped_mm"); }
+void index_select_rows(const Tensor&, const Tensor&, const Tensor&) { no_cuda("index_select"); }
+void moe_route(const MoeRouteArgs&) { no_cuda("moe_route"); }
+void moe_combine(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { no_cuda("moe_combine"); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda("copy to/from cuda"); }
 std::shared_ptr<Storage> allocate(size_t, int) { no_cuda("cuda allocation"); }
 void record_stream(void*, const Stream&) { no_cuda("record_stream"); }

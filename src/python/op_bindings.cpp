@@ -254,6 +254,24 @@ void bind_ops(py::module_& m) {
     m.def("topk", f, arg("input"), arg("k"), arg("dim") = -1, arg("largest") = true, arg("sorted") = true);
     cls.def("topk", f, arg("k"), arg("dim") = -1, arg("largest") = true, arg("sorted") = true);
   }
+  // ---- gathers and mixture-of-experts routing ----
+  m.def("index_select", &index_select, arg("input"), arg("dim"), arg("index"), py::call_guard<py::gil_scoped_release>());
+  cls.def("index_select", &index_select, arg("dim"), arg("index"));
+  py::class_<MoeRouting>(m, "MoeRouting", "moe_route's result: weights, experts, offs, token_of, sorted_pos")
+      .def_readonly("weights", &MoeRouting::weights)
+      .def_readonly("experts", &MoeRouting::experts)
+      .def_readonly("offs", &MoeRouting::offs)
+      .def_readonly("token_of", &MoeRouting::token_of)
+      .def_readonly("sorted_pos", &MoeRouting::sorted_pos);
+  m.def("moe_route", [](const Tensor& logits, int64_t kk, const std::string& scoring, std::optional<Tensor> bias,
+                        bool renormalize) {
+    KILN_CHECK(scoring == "softmax" || scoring == "sigmoid", "moe_route: scoring must be 'softmax' or 'sigmoid', got '",
+               scoring, "'");
+    py::gil_scoped_release release;
+    return moe_route(logits, kk, scoring == "softmax" ? RouterScoring::Softmax : RouterScoring::Sigmoid, bias,
+                     renormalize);
+  }, arg("logits"), arg("k"), arg("scoring") = "softmax", arg("selection_bias") = none, arg("renormalize") = true);
+  m.def("moe_combine", &moe_combine, arg("expert_out"), arg("routing"), py::call_guard<py::gil_scoped_release>());
   m.def("broadcast_shapes", [](py::args shapes) {
     Shape out;
     for (auto s : shapes) out = broadcast_shapes(out, s.cast<Shape>());

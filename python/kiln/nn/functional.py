@@ -29,3 +29,9 @@ def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
 def scaled_mm(input, mat2, scale_a, scale_b, bias=None, out_dtype=None, use_fast_accum=False):
     """(input @ mat2) * scale_a * scale_b + bias for float8_e4m3fn operands, as torch._scaled_mm."""
     return _kiln._scaled_mm(input, mat2, scale_a, scale_b, bias, None, out_dtype, use_fast_accum)
+
+
+def embedding(input, weight):
+    """Rows of weight [num_embeddings, dim] at the int32/int64 ids in input, as F.embedding."""
+    out = _kiln.index_select(weight, 0, input.reshape((input.numel(),)))
+    return out.reshape(tuple(input.shape) + (weight.shape[1],))

@@ -1,0 +1,247 @@
+// CUDA index_select (row gather) and the mixture-of-experts router and combine.
+//
+// moe_route is two kernels after zeroing the counts, and never waits for the
+// host: (1) a warp per token holds its E scores in registers (E / 32 per lane),
+// picks the top k by k warp arg-max rounds, writes weights and experts and takes
+// a rank within its expert with atomicAdd on the counts; (2) every block scans
+// the E counts in shared memory and turns (expert, rank) into a row position,
+// the permutation, and (block 0) the offsets grouped_mm reads.
+#include <cuda_runtime.h>
+
+#include "core/backend.h"
+#include "core/dispatch.h"
+#include "cuda/common.h"
+
+namespace kiln::cuda_backend {
+
+namespace {
+
+constexpr int kMaxExperts = 1024;
+
+// ---- index_select ----
+template <class U, class I>
+__global__ void gather_rows_kernel(U* __restrict__ out, const U* __restrict__ in, const I* __restrict__ index,
+                                   int64_t R, int64_t S, int64_t units) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= R * units) return;
+  const int64_t r = i / units, u = i % units;
+  int64_t src = index[r];
+  if (src < 0) src += S;
+  if (src < 0 || src >= S) __trap();  // a device-side error, as PyTorch's index assert
+  out[i] = in[src * units + u];
+}
+
+template <class I>
+void gather_rows(const Tensor& out, const Tensor& in, const Tensor& index) {
+  const int64_t R = out.size(0), S = in.size(0);
+  const int64_t bytes = out.size(1) * static_cast<int64_t>(out.itemsize());
+  const uintptr_t align = reinterpret_cast<uintptr_t>(in.data_ptr()) | reinterpret_cast<uintptr_t>(out.data_ptr());
+  auto go = [&](auto unit) {
+    using U = decltype(unit);
+    const int64_t units = bytes / static_cast<int64_t>(sizeof(U));
+    gather_rows_kernel<U, I><<<grid_all(R * units, 256), 256, 0, current_stream()>>>(
+        static_cast<U*>(out.data_ptr()), static_cast<const U*>(in.data_ptr()), index.data<I>(), R, S, units);
+  };
+  auto fits = [&](size_t u) { return bytes % static_cast<int64_t>(u) == 0 && align % u == 0; };
+  if (fits(16)) go(uint4{});
+  else if (fits(8)) go(uint2{});
+  else if (fits(4)) go(uint32_t{});
+  else if (fits(2)) go(uint16_t{});
+  else go(uint8_t{});
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+// ---- router ----
+struct Choice {
+  float v;
+  int e;  // -1: none
+};
+// A total order: any choice beats none, then the higher score, then the lower expert.
+__device__ __forceinline__ Choice better(Choice a, Choice b) {
+  if (b.e < 0) return a;
+  if (a.e < 0) return b;
+  if (a.v != b.v) return a.v > b.v ? a : b;
+  return a.e < b.e ? a : b;
+}
+
+template <class T, int VPL>
+__global__ void route_kernel(const T* __restrict__ logits, int64_t tokens, int E, int k, bool sigmoid,
+                             const float* __restrict__ bias, bool renormalize, float* __restrict__ w_out,
+                             int32_t* __restrict__ e_out, int32_t* __restrict__ rank_out,
+                             int32_t* __restrict__ counts) {
+  const int64_t t = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (t >= tokens) return;  // the whole warp
+  const T* row = logits + t * E;
+  const float kNegInf = -INFINITY;
+  float p[VPL], sel[VPL];
+#pragma unroll
+  for (int j = 0; j < VPL; ++j) {
+    const int e = j * 32 + lane;
+    p[j] = e < E ? static_cast<float>(row[e]) : kNegInf;
+  }
+  if (sigmoid) {
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) p[j] = 1.0f / (1.0f + expf(-p[j]));
+  } else {
+    float m = kNegInf, sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) m = fmaxf(m, p[j]);
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      p[j] = j * 32 + lane < E ? expf(p[j] - m) : 0.0f;
+      sum += p[j];
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) p[j] /= sum;
+  }
+#pragma unroll
+  for (int j = 0; j < VPL; ++j) {
+    const int e = j * 32 + lane;
+    sel[j] = e < E && bias ? p[j] + bias[e] : p[j];
+    if (isnan(sel[j])) sel[j] = kNegInf;  // NaN scores are chosen last, as on the CPU
+  }
+  uint32_t taken = 0;
+  float my_w = 0.0f, total = 0.0f;
+  int my_e = 0;
+  for (int i = 0; i < k; ++i) {
+    Choice c{kNegInf, -1};
+#pragma unroll
+    for (int j = 0; j < VPL; ++j) {
+      const int e = j * 32 + lane;
+      if (e < E && !(taken >> j & 1u)) c = better(c, Choice{sel[j], e});
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const Choice other{__shfl_xor_sync(0xffffffffu, c.v, o), __shfl_xor_sync(0xffffffffu, c.e, o)};
+      c = better(c, other);
+    }
+    const int owner = c.e % 32, slot = c.e / 32;
+    float pv = 0.0f;
+    if (lane == owner) {
+      taken |= 1u << slot;
+#pragma unroll
+      for (int j = 0; j < VPL; ++j)
+        if (j == slot) pv = p[j];
+    }
+    pv = __shfl_sync(0xffffffffu, pv, owner);
+    total += pv;
+    if (lane == i) {
+      my_w = pv;
+      my_e = c.e;
+    }
+  }
+  if (lane < k) {
+    if (renormalize && total > 0.0f) my_w /= total;
+    w_out[t * k + lane] = my_w;
+    e_out[t * k + lane] = my_e;
+    rank_out[t * k + lane] = atomicAdd(&counts[my_e], 1);
+  }
+}
+
+// rank (in sorted_pos) -> row position; token_of; block 0 writes offs.
+__global__ void __launch_bounds__(kMaxExperts)
+    place_kernel(const int32_t* __restrict__ counts, int E, const int32_t* __restrict__ experts, int64_t n, int k,
+                 int32_t* __restrict__ offs, int32_t* __restrict__ sorted_pos, int32_t* __restrict__ token_of) {
+  __shared__ int32_t warp_total[kMaxExperts / 32];
+  __shared__ int32_t start[kMaxExperts];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int32_t c = tid < E ? counts[tid] : 0;
+  int32_t incl = c;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  if (lane == 31) warp_total[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    int32_t w = warp_total[lane], wi = w;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t v = __shfl_up_sync(0xffffffffu, wi, o);
+      if (lane >= o) wi += v;
+    }
+    warp_total[lane] = wi - w;  // exclusive prefix of the warps
+  }
+  __syncthreads();
+  incl += warp_total[warp];
+  if (tid < E) {
+    start[tid] = incl - c;
+    if (blockIdx.x == 0) offs[tid] = incl;
+  }
+  __syncthreads();
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + tid;
+  if (i < n) {
+    const int32_t pos = start[experts[i]] + sorted_pos[i];
+    sorted_pos[i] = pos;
+    token_of[pos] = static_cast<int32_t>(i / k);
+  }
+}
+
+template <class T>
+void route_typed(const MoeRouteArgs& a) {
+  const int64_t tokens = a.logits.size(0);
+  const int E = static_cast<int>(a.logits.size(1)), k = static_cast<int>(a.k);
+  const unsigned blocks = static_cast<unsigned>((tokens + 3) / 4);
+  auto go = [&](auto vpl) {
+    constexpr int V = decltype(vpl)::value;
+    route_kernel<T, V><<<blocks, 128, 0, current_stream()>>>(
+        a.logits.data<T>(), tokens, E, k, a.sigmoid, a.bias.defined() ? a.bias.data<float>() : nullptr,
+        a.renormalize, a.r.weights.data<float>(), a.r.experts.data<int32_t>(), a.r.sorted_pos.data<int32_t>(),
+        a.counts.data<int32_t>());
+  };
+  const int vpl = (E + 31) / 32;
+  if (vpl <= 1) go(std::integral_constant<int, 1>{});
+  else if (vpl <= 2) go(std::integral_constant<int, 2>{});
+  else if (vpl <= 4) go(std::integral_constant<int, 4>{});
+  else if (vpl <= 8) go(std::integral_constant<int, 8>{});
+  else if (vpl <= 16) go(std::integral_constant<int, 16>{});
+  else go(std::integral_constant<int, 32>{});
+  KILN_CUDA_CHECK_LAUNCH();
+  const int64_t n = tokens * k;
+  place_kernel<<<static_cast<unsigned>((n + kMaxExperts - 1) / kMaxExperts), kMaxExperts, 0, current_stream()>>>(
+      a.counts.data<int32_t>(), E, a.r.experts.data<int32_t>(), n, k, a.r.offs.data<int32_t>(),
+      a.r.sorted_pos.data<int32_t>(), a.r.token_of.data<int32_t>());
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+// ---- combine ----
+template <class T>
+__global__ void combine_kernel(T* __restrict__ out, const T* __restrict__ y, const float* __restrict__ w,
+                               const int32_t* __restrict__ pos, int64_t tokens, int64_t N, int k) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= tokens * N) return;
+  const int64_t t = i / N, n = i % N;
+  float acc = 0.0f;
+  for (int j = 0; j < k; ++j) acc += w[t * k + j] * static_cast<float>(y[static_cast<int64_t>(pos[t * k + j]) * N + n]);
+  out[i] = T(acc);
+}
+
+}  // namespace
+
+void index_select_rows(const Tensor& out, const Tensor& in, const Tensor& index) {
+  if (index.dtype() == DType::Int32) gather_rows<int32_t>(out, in, index);
+  else gather_rows<int64_t>(out, in, index);
+}
+
+void moe_route(const MoeRouteArgs& args) {
+  detail::dispatch_float(args.logits.dtype(), "moe_route", [&](auto tag) { route_typed<typename decltype(tag)::type>(args); });
+}
+
+void moe_combine(const Tensor& out, const Tensor& y, const Tensor& weights, const Tensor& sorted_pos) {
+  detail::dispatch_float(y.dtype(), "moe_combine", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t tokens = out.size(0), N = out.size(1);
+    combine_kernel<T><<<grid_all(tokens * N, 256), 256, 0, current_stream()>>>(
+        out.data<T>(), y.data<T>(), weights.data<float>(), sorted_pos.data<int32_t>(), tokens, N,
+        static_cast<int>(weights.size(1)));
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace kiln::cuda_backend

@@ -1,0 +1,99 @@
+// Front doors of index_select and of the mixture-of-experts router and combine.
+#include "core/backend.h"
+#include "core/check.h"
+#include "core/shape.h"
+#include "ops/common.h"
+
+namespace kiln {
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  check_defined("index_select", x, index);
+  check_same_device("index_select", x, index);
+  KILN_CHECK(index.dtype() == DType::Int32 || index.dtype() == DType::Int64, "index_select: index must be int32 or "
+             "int64, got ", index.dtype());
+  KILN_CHECK(index.dim() <= 1, "index_select: index must be 0-d or 1-D, got shape ", index.shape());
+  const int64_t nd = std::max<int64_t>(x.dim(), 1);
+  const int64_t d = wrap_dim("index_select", dim, nd);
+  const Tensor xv = x.dim() == 0 ? x.view({1}) : x;
+  const int64_t R = index.numel(), S = xv.size(d);
+  // [outer, S, inner] -> rows of `inner` elements; dim 0 (embeddings) needs no copy.
+  Shape out_shape = xv.shape();
+  out_shape[d] = R;
+  Shape to_front{d}, from_front;  // permutations moving dim d first and back
+  for (int64_t i = 0; i < nd; ++i)
+    if (i != d) to_front.push_back(i);
+  for (int64_t i = 0; i < nd; ++i) from_front.push_back(i < d ? i + 1 : (i == d ? 0 : i));
+  Tensor moved = d == 0 ? xv.contiguous() : xv.permute(to_front).contiguous();
+  const int64_t inner = S == 0 ? 0 : moved.numel() / S;
+  Tensor out = Tensor::empty({R, inner}, x.dtype(), x.device());
+  KILN_CHECK(R == 0 || S > 0, "index_select: index out of range: dim ", dim, " of shape ", x.shape(), " is empty");
+  if (R > 0 && inner > 0)
+    KILN_ON_DEVICE(x.device(), index_select_rows, out, moved.view({S, inner}), index.reshape({R}).contiguous());
+  Shape moved_shape = moved.shape();
+  moved_shape[0] = R;
+  Tensor y = out.view(moved_shape);
+  y = d == 0 ? y : y.permute(from_front).contiguous();
+  return x.dim() == 0 ? y.view(Shape{}) : y;
+}
+
+MoeRouting moe_route(const Tensor& logits, int64_t k, RouterScoring scoring, const std::optional<Tensor>& bias,
+                     bool renormalize) {
+  constexpr const char* op = "moe_route";
+  check_defined(op, logits);
+  KILN_CHECK(logits.dim() == 2, op, ": logits must be [tokens, experts], got shape ", logits.shape());
+  KILN_CHECK(logits.dtype() == DType::Float32 || logits.dtype() == DType::Float16 ||
+                 logits.dtype() == DType::BFloat16,
+             op, ": logits dtype ", logits.dtype(), " is not supported (float32, float16, bfloat16 are)");
+  const int64_t T = logits.size(0), E = logits.size(1);
+  KILN_CHECK(E >= 1 && E <= 1024, op, ": 1 to 1024 experts are supported, got ", E);
+  KILN_CHECK(k >= 1 && k <= std::min<int64_t>(E, 32), op, ": k = ", k, " must be in [1, ", std::min<int64_t>(E, 32),
+             "] for ", E, " experts");
+  MoeRouteArgs a;
+  a.logits = logits.contiguous();
+  if (bias.has_value() && bias->defined()) {
+    a.bias = *bias;
+    check_same_device(op, logits, a.bias);
+    KILN_CHECK(a.bias.dtype() == DType::Float32 && a.bias.dim() == 1 && a.bias.size(0) == E, op,
+               ": selection_bias must be float32 [", E, "], got ", a.bias.dtype(), " ", a.bias.shape());
+    a.bias = a.bias.contiguous();
+  }
+  const Device dev = logits.device();
+  a.k = k;
+  a.sigmoid = scoring == RouterScoring::Sigmoid;
+  a.renormalize = renormalize;
+  a.counts = zeros({E}, DType::Int32, dev);
+  a.r.weights = Tensor::empty({T, k}, DType::Float32, dev);
+  a.r.experts = Tensor::empty({T, k}, DType::Int32, dev);
+  a.r.offs = Tensor::empty({E}, DType::Int32, dev);
+  a.r.token_of = Tensor::empty({T * k}, DType::Int32, dev);
+  a.r.sorted_pos = Tensor::empty({T, k}, DType::Int32, dev);
+  if (T == 0) {
+    a.r.offs.zero_();
+    return a.r;
+  }
+  KILN_ON_DEVICE(dev, moe_route, a);
+  return a.r;
+}
+
+Tensor moe_combine(const Tensor& y, const MoeRouting& r) {
+  constexpr const char* op = "moe_combine";
+  check_defined(op, y);
+  check_defined(op, r.weights, r.sorted_pos);
+  check_same_device(op, y, r.weights);
+  check_same_device(op, y, r.sorted_pos);
+  KILN_CHECK(y.dtype() == DType::Float32 || y.dtype() == DType::Float16 || y.dtype() == DType::BFloat16, op,
+             ": expert_out dtype ", y.dtype(), " is not supported (float32, float16, bfloat16 are)");
+  KILN_CHECK(r.weights.dim() == 2 && r.weights.dtype() == DType::Float32 && r.sorted_pos.dtype() == DType::Int32 &&
+                 r.sorted_pos.shape() == r.weights.shape(),
+             op, ": routing weights must be float32 [T, k] and sorted_pos int32 of the same shape, got ",
+             r.weights.dtype(), " ", r.weights.shape(), " and ", r.sorted_pos.dtype(), " ", r.sorted_pos.shape());
+  const int64_t T = r.weights.size(0), k = r.weights.size(1);
+  KILN_CHECK(y.dim() == 2 && y.size(0) == T * k, op, ": expert_out must be [", T * k, ", N] (tokens x k rows), got ",
+             y.shape());
+  Tensor out = Tensor::empty({T, y.size(1)}, y.dtype(), y.device());
+  if (out.numel() == 0) return out;
+  KILN_ON_DEVICE(y.device(), moe_combine, out, y.contiguous(), r.weights.contiguous(), r.sorted_pos.contiguous());
+  return out;
+}
+
+}  // namespace kiln

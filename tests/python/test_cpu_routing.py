@@ -1,0 +1,103 @@
+"""index_select, embedding, and the MoE router and combine on the CPU against numpy."""
+import unittest
+
+import numpy as np
+
+import kiln
+import kiln.nn.functional as KF
+
+RNG = np.random.default_rng(11)
+
+
+def reference_route(logits, k, sigmoid=False, bias=None, renormalize=True):
+    """Qwen3-MoE (softmax) or DeepSeek-V3 (sigmoid + selection bias) routing in float64."""
+    x = logits.astype(np.float64)
+    if sigmoid:
+        p = 1 / (1 + np.exp(-x))
+    else:
+        p = np.exp(x - x.max(-1, keepdims=True))
+        p /= p.sum(-1, keepdims=True)
+    sel = p + (bias if bias is not None else 0)
+    experts = np.argsort(-sel, axis=-1, kind="stable")[:, :k]
+    w = np.take_along_axis(p, experts, -1)
+    if renormalize:
+        w /= w.sum(-1, keepdims=True)
+    return w, experts
+
+
+def check_permutation(test, r, experts, E):
+    ex = np.from_dlpack(r.experts)
+    counts = np.bincount(ex.ravel(), minlength=E)
+    np.testing.assert_array_equal(np.from_dlpack(r.offs), np.cumsum(counts))
+    pos, tok = np.from_dlpack(r.sorted_pos), np.from_dlpack(r.token_of)
+    test.assertEqual(sorted(pos.ravel().tolist()), list(range(ex.size)))  # a permutation
+    ends = np.cumsum(counts)
+    for t in range(ex.shape[0]):
+        for j in range(ex.shape[1]):
+            p, e = pos[t, j], ex[t, j]
+            test.assertEqual(tok[p], t)
+            test.assertTrue(ends[e] - counts[e] <= p < ends[e])  # inside its expert's rows
+
+
+class IndexSelect(unittest.TestCase):
+    def test_against_numpy(self):
+        x = RNG.standard_normal((5, 6, 7)).astype(np.float32)
+        for dim in range(3):
+            idx = RNG.integers(-x.shape[dim], x.shape[dim], size=9)
+            for dt in (np.int32, np.int64):
+                got = kiln.index_select(kiln.tensor(x), dim, kiln.tensor(idx.astype(dt)))
+                np.testing.assert_array_equal(np.from_dlpack(got), np.take(x, idx, axis=dim))
+        ids = np.array([[3, 0], [4, 4]], dtype=np.int64)
+        w = RNG.standard_normal((5, 8)).astype(np.float32)
+        np.testing.assert_array_equal(np.from_dlpack(KF.embedding(kiln.tensor(ids), kiln.tensor(w))), w[ids])
+
+    def test_out_of_range_raises(self):
+        with self.assertRaisesRegex(kiln.Error, "index 5 at position 1 is out of range for a dimension of size 5"):
+            kiln.index_select(kiln.zeros((5, 2)), 0, kiln.tensor([1, 5]))
+        with self.assertRaisesRegex(kiln.Error, "int32 or int64"):
+            kiln.index_select(kiln.zeros((5, 2)), 0, kiln.tensor([1.0]))
+
+
+class Router(unittest.TestCase):
+    def test_softmax_and_sigmoid_routing(self):
+        for tokens, E, k in [(1, 128, 8), (7, 64, 6), (33, 8, 2), (3, 300, 32)]:
+            logits = RNG.standard_normal((tokens, E)).astype(np.float32)
+            bias = RNG.standard_normal(E).astype(np.float32) * 0.1
+            for sigmoid, b, renorm in [(False, None, True), (False, None, False), (True, bias, True)]:
+                w_ref, e_ref = reference_route(logits, k, sigmoid, b, renorm)
+                r = kiln.moe_route(kiln.tensor(logits), k, scoring="sigmoid" if sigmoid else "softmax",
+                                   selection_bias=None if b is None else kiln.tensor(b), renormalize=renorm)
+                np.testing.assert_array_equal(np.from_dlpack(r.experts), e_ref)
+                np.testing.assert_allclose(np.from_dlpack(r.weights), w_ref, rtol=1e-5, atol=1e-7)
+                check_permutation(self, r, e_ref, E)
+
+    def test_route_gather_grouped_mm_combine_equals_a_dense_moe(self):
+        tokens, E, k, H, N = 6, 8, 2, 16, 12
+        x = RNG.standard_normal((tokens, H)).astype(np.float32)
+        logits = RNG.standard_normal((tokens, E)).astype(np.float32)
+        w = RNG.standard_normal((E, N, H)).astype(np.float32)
+        r = kiln.moe_route(kiln.tensor(logits), k)
+        xs = kiln.index_select(kiln.tensor(x), 0, r.token_of)
+        y = KF.grouped_mm(xs, kiln.tensor(w).transpose(-2, -1), offs=r.offs)
+        got = np.from_dlpack(kiln.moe_combine(y, r))
+        wr, er = reference_route(logits, k)
+        ref = np.zeros((tokens, N))
+        for t in range(tokens):
+            for j in range(k):
+                ref[t] += wr[t, j] * (w[er[t, j]] @ x[t])
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+    def test_bad_input_raises(self):
+        with self.assertRaisesRegex(kiln.Error, r"k = 9 must be in \[1, 8\]"):
+            kiln.moe_route(kiln.zeros((2, 8)), 9)
+        with self.assertRaisesRegex(kiln.Error, "1 to 1024 experts"):
+            kiln.moe_route(kiln.zeros((2, 2000)), 2)
+        with self.assertRaisesRegex(kiln.Error, "scoring"):
+            kiln.moe_route(kiln.zeros((2, 8)), 2, scoring="relu")
+        r = kiln.moe_route(kiln.zeros((2, 8)), 2)
+        with self.assertRaisesRegex(kiln.Error, r"\[4, N\]"):
+            kiln.moe_combine(kiln.zeros((3, 5)), r)
+
+
+if __name__ == "__main__":
+    unittest.main()

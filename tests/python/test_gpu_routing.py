@@ -1,0 +1,64 @@
+"""index_select and the MoE router and combine on CUDA against PyTorch (GPU machine)."""
+import unittest
+
+import kiln
+import kiln.nn.functional as KF
+from gpu_common import DEV, HAVE, T, TorchParityBase, k, torch
+
+
+def torch_route(logits, kk):
+    w, experts = torch.topk(torch.softmax(logits.float(), -1), kk, -1)
+    return w / w.sum(-1, keepdim=True), experts
+
+
+@unittest.skipUnless(HAVE, "needs torch with CUDA and a CUDA device for kiln")
+class Routing(TorchParityBase):
+    def test_index_select_and_embedding(self):
+        for dt in (torch.float32, torch.bfloat16, torch.int8):
+            x = torch.randn(50, 7, 33, device=DEV).to(dt)
+            for dim in range(3):
+                idx = torch.randint(-x.shape[dim], x.shape[dim], (40,), device=DEV)
+                self.assertSame(kiln.index_select(k(x), dim, k(idx)), torch.index_select(x, dim, idx % x.shape[dim]))
+        w = torch.randn(151936, 1024, device=DEV, dtype=torch.bfloat16)
+        ids = torch.randint(0, 151936, (3, 5), device=DEV, dtype=torch.int32)
+        self.assertSame(KF.embedding(k(ids), k(w)), torch.nn.functional.embedding(ids, w))
+
+    def test_router_against_torch(self):
+        for tokens, E, kk in [(1, 128, 8), (512, 128, 8), (64, 256, 8), (5, 1024, 32), (9, 20, 3)]:
+            for dt in (torch.float32, torch.bfloat16):
+                logits = torch.randn(tokens, E, device=DEV).to(dt)
+                bias = torch.randn(E, device=DEV) * 0.1
+                for sigmoid, b, renorm in [(False, None, True), (False, None, False), (True, bias, True)]:
+                    r = kiln.moe_route(k(logits), kk, scoring="sigmoid" if sigmoid else "softmax",
+                                       selection_bias=None if b is None else k(b), renormalize=renorm)
+                    msg = f"{tokens}x{E} k={kk} {dt} sigmoid={sigmoid} renorm={renorm}"
+                    # bfloat16 logits tie often and torch.topk orders ties as it likes: compare the chosen
+                    # scores (best first), then the weights of kiln's own choice
+                    p = torch.sigmoid(logits.float()) if sigmoid else torch.softmax(logits.float(), -1)
+                    sel = p + b if b is not None else p
+                    e_ref = T(r.experts).long()
+                    self.assertTrue(torch.equal(sel.gather(-1, e_ref), torch.topk(sel, kk, -1).values), msg)
+                    self.assertTrue(bool((e_ref.sort(-1).values.diff(dim=-1) > 0).all()), msg)  # distinct
+                    w_ref = p.gather(-1, e_ref)
+                    if renorm:
+                        w_ref = w_ref / w_ref.sum(-1, keepdim=True)
+                    torch.testing.assert_close(T(r.weights), w_ref, rtol=1e-5, atol=1e-6, msg=msg)
+                    counts = torch.bincount(e_ref.flatten(), minlength=E)
+                    self.assertTrue(torch.equal(T(r.offs).long(), counts.cumsum(0)), msg)
+                    pos, tok = T(r.sorted_pos).long(), T(r.token_of).long()
+                    self.assertTrue(torch.equal(pos.flatten().sort().values, torch.arange(tokens * kk, device=DEV)))
+                    self.assertTrue(torch.equal(tok[pos], torch.arange(tokens, device=DEV)[:, None].expand(-1, kk)))
+                    ends = counts.cumsum(0)[e_ref]
+                    self.assertTrue(bool(((pos < ends) & (pos >= ends - counts[e_ref])).all()), msg)
+
+    def test_moe_layer_against_torch(self):
+        tokens, E, kk, H, N = 37, 16, 4, 256, 128
+        x = torch.randn(tokens, H, device=DEV, dtype=torch.bfloat16)
+        logits = torch.randn(tokens, E, device=DEV)
+        w = torch.randn(E, N, H, device=DEV, dtype=torch.bfloat16) / H ** 0.5
+        r = kiln.moe_route(k(logits), kk)
+        y = KF.grouped_mm(kiln.index_select(k(x), 0, r.token_of), k(w).transpose(-2, -1), offs=r.offs)
+        got = T(kiln.moe_combine(y, r)).float()
+        wr, er = torch_route(logits, kk)
+        ref = torch.einsum("tj,tjn->tn", wr, torch.einsum("tjnh,th->tjn", w[er].float(), x.float()))
+        torch.testing.assert_close(got, ref, rtol=2e-2, atol=2e-2)
