@@ -284,7 +284,22 @@ def moe_routing_cases():
     return c
 
 
-CASES = [core_cases, linear_cases, softmax_cases, topk_cases, scaled_mm_cases, grouped_mm_cases, moe_routing_cases]
+# ---- cases: attention decode (issue 3) ----
+def attention_cases():
+    c, F = [], torch.nn.functional
+    for hq, hkv, d, s in [(32, 8, 80, 4096), (32, 8, 80, 32768), (32, 8, 128, 4096), (32, 4, 128, 32768)]:
+        q = torch.randn(1, hq, 1, d, device="cuda", dtype=torch.bfloat16)
+        kk, v = (torch.randn(1, hkv, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        kq, kkk, kv = k(q), k(kk), k(v)
+        c.append(Case("attention", f"sdpa decode {hq}q/{hkv}kv d{d} ctx {s}", 2.0 * 2 * hkv * s * d,
+                      lambda kq=kq, kkk=kkk, kv=kv: kiln.nn.functional.scaled_dot_product_attention(
+                          kq, kkk, kv, enable_gqa=True),
+                      lambda q=q, kk=kk, v=v: F.scaled_dot_product_attention(q, kk, v, enable_gqa=True), graph=True))
+    return c
+
+
+CASES = [core_cases, linear_cases, softmax_cases, topk_cases, scaled_mm_cases, grouped_mm_cases, moe_routing_cases,
+         attention_cases]
 
 
 def measured_copy_gbs(repeats, stream):

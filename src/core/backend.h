@@ -78,6 +78,14 @@ struct MoeRouteArgs {
   bool sigmoid = false, renormalize = true;
 };
 
+// Arguments of the one-query attention (decode): q [B, Hq, D], k and v [B, Hkv,
+// S, D] with unit inner stride (a KV cache read in place), out [B, Hq, D]
+// contiguous, all one float dtype; q head h reads kv head h / (Hq / Hkv).
+struct AttentionDecodeArgs {
+  Tensor out, q, k, v;
+  double scale = 1.0;
+};
+
 #define KILN_BACKEND_KERNELS                                                                        \
   /* dst and src: same shape, any dtypes, possibly overlapping nothing */                           \
   void copy(const Tensor& dst, const Tensor& src, bool saturate);                                   \
@@ -106,7 +114,8 @@ struct MoeRouteArgs {
   void index_select_rows(const Tensor& out, const Tensor& in, const Tensor& index);                 \
   void moe_route(const MoeRouteArgs& args);                                                         \
   /* out [T, N], y [T*k, N] contiguous, same float dtype; weights/sorted_pos as MoeRouting */      \
-  void moe_combine(const Tensor& out, const Tensor& y, const Tensor& weights, const Tensor& sorted_pos);
+  void moe_combine(const Tensor& out, const Tensor& y, const Tensor& weights, const Tensor& sorted_pos); \
+  void attention_decode(const AttentionDecodeArgs& args);
 
 namespace cpu {
 KILN_BACKEND_KERNELS

@@ -48,6 +48,7 @@ void grouped_mm(const GroupedMmArgs&) { no_cuda("grouped_mm"); }
 void index_select_rows(const Tensor&, const Tensor&, const Tensor&) { no_cuda("index_select"); }
 void moe_route(const MoeRouteArgs&) { no_cuda("moe_route"); }
 void moe_combine(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { no_cuda("moe_combine"); }
+void attention_decode(const AttentionDecodeArgs&) { no_cuda("scaled_dot_product_attention"); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda("copy to/from cuda"); }
 std::shared_ptr<Storage> allocate(size_t, int) { no_cuda("cuda allocation"); }
 void record_stream(void*, const Stream&) { no_cuda("record_stream"); }

@@ -1,8 +1,10 @@
-// scaled_dot_product_attention, the math path: composed of kiln's own ops, so it
-// runs on every device and is the reference the fused kernels are tested against.
+// scaled_dot_product_attention: the decode kernel for one query token reading a
+// KV cache in place, and the math path, composed of kiln's own ops, so it runs
+// on every device and is the reference the fused kernels are tested against.
 #include <cmath>
 #include <limits>
 
+#include "core/backend.h"
 #include "core/check.h"
 #include "core/shape.h"
 #include "ops/common.h"
@@ -17,6 +19,25 @@ Tensor repeat_heads(const Tensor& t, int64_t groups) {
   Shape merged = t.shape();
   merged[merged.size() - 3] *= groups;
   return t.unsqueeze(-3).expand(expanded).reshape(merged);
+}
+
+bool rows16(const Tensor& t) {
+  const int64_t es = static_cast<int64_t>(t.itemsize());
+  return t.stride(-1) == 1 && (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15) == 0 &&
+         (t.stride(0) * es) % 16 == 0 && (t.stride(1) * es) % 16 == 0 && (t.stride(2) * es) % 16 == 0;
+}
+
+// One query token per head, no mask, 4-D q [B, Hq, 1, D] and k, v [B, Hkv, S, D]
+// of one batch size, 16-byte rows: the decode kernel's case.
+bool decode_kernel_applies(const Tensor& q, const Tensor& k, const Tensor& v, bool masked, bool is_causal,
+                           bool enable_gqa) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || masked || q.size(2) != 1) return false;
+  const int64_t S = k.size(2), D = q.size(3), hq = q.size(1), hkv = k.size(1);
+  if (S == 0 || (is_causal && S != 1) || v.size(3) != D || D % 8 != 0 || D > 256) return false;
+  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != hkv || hkv == 0 || hq % hkv != 0) return false;
+  if (hq != hkv && !enable_gqa) return false;
+  if (hq / hkv > 8 || (q.dtype() == DType::Float32 && q.is_cuda())) return false;
+  return rows16(q) && rows16(k) && rows16(v);
 }
 }  // namespace
 
@@ -41,6 +62,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
              " and ", v_in.shape(), ")");
   KILN_CHECK(!(is_causal && attn_mask.has_value() && attn_mask->defined()), op,
              ": give attn_mask or is_causal, not both");
+  const bool masked = attn_mask.has_value() && attn_mask->defined();
+  if (decode_kernel_applies(q, k_in, v_in, masked, is_causal, enable_gqa)) {
+    AttentionDecodeArgs a{Tensor::empty({q.size(0), q.size(1), E}, q.dtype(), q.device()), q.squeeze(2), k_in, v_in,
+                          scale.value_or(1.0 / std::sqrt(static_cast<double>(E)))};
+    KILN_ON_DEVICE(q.device(), attention_decode, a);
+    return a.out.view(q.shape());
+  }
   Tensor k = k_in, v = v_in;
   if (enable_gqa && q.dim() >= 3 && k.dim() >= 3 && q.size(-3) != k.size(-3)) {
     const int64_t hq = q.size(-3), hkv = k.size(-3);

@@ -1,0 +1,277 @@
+// CUDA one-query attention (decode), split over the context and merged
+// (flash-decoding): the KV cache is read in place, once per kv head for all
+// of its G query heads.
+//
+// Partial kernel: a block takes one kv head and a chunk of keys. A group of GS
+// lanes (GS = D / 8 rounded up to a power of two) holds one key row: lane c loads
+// 16 bytes of it (8 elements), keeps the same 8 dims of the G queries and of G
+// running outputs in registers, and a key's score is a GS-lane xor-shuffle sum.
+// Each group takes 4 consecutive keys at a time (their K and V loads in
+// flight together) with one online-softmax rescale per 4 keys. The groups of a
+// block meet through shuffles and shared memory and write (max, sum, output) of
+// their chunk. Merge kernel: one block per query head combines the chunks.
+#include <cuda_runtime.h>
+
+#include "core/backend.h"
+#include "core/dispatch.h"
+#include "cuda/common.h"
+
+namespace kiln::cuda_backend {
+
+namespace {
+
+constexpr int kWarps = 4, kKeysPerStep = 4, kMaxDim = 256, kMaxGroup = 8;
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <class T>
+__device__ __forceinline__ void widen8(const uint4& u, float* f) {
+  const T* e = reinterpret_cast<const T*>(&u);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) f[i] = static_cast<float>(e[i]);
+}
+
+// Merges running softmax state (m, l, acc) with another's, all in log2 units.
+template <int G>
+__device__ __forceinline__ void merge_state(float (&m)[G], float (&l)[G], float (&acc)[G][8], const float* om,
+                                            const float* ol, const float (*oacc)[8]) {
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+    const float mn = fmaxf(m[h], om[h]);
+    if (mn == -INFINITY) continue;
+    const float a = exp2f(m[h] - mn), b = exp2f(om[h] - mn);
+    l[h] = l[h] * a + ol[h] * b;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[h][i] = acc[h][i] * a + oacc[h][i] * b;
+    m[h] = mn;
+  }
+}
+
+template <class T, int GS, int G>
+__global__ void __launch_bounds__(kWarps * 32)
+    decode_partial_kernel(const T* __restrict__ q, int64_t qsb, int64_t qsh, const T* __restrict__ k, int64_t ksb,
+                          int64_t ksh, int64_t kss, const T* __restrict__ v, int64_t vsb, int64_t vsh, int64_t vss,
+                          int Hkv, int g_real, int64_t S, int D, float scale_log2, int64_t chunk, int splits,
+                          float* __restrict__ part_acc, float2* __restrict__ part_ml) {
+  constexpr int kRowsPerWarp = 32 / GS, kSlots = kWarps * kRowsPerWarp;
+  __shared__ float sm_m[kWarps][G], sm_l[kWarps][G], sm_acc[kWarps][G][kMaxDim];
+  const int bh = blockIdx.x, split = blockIdx.y;
+  const int b = bh / Hkv, hk = bh % Hkv;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % GS, slot = warp * kRowsPerWarp + lane / GS;
+  const bool active = c * 8 < D;
+  const int64_t s_begin = split * chunk, s_end = (S < s_begin + chunk ? S : s_begin + chunk);
+
+  float qf[G][8];
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+    uint4 u = make_uint4(0, 0, 0, 0);
+    if (active && h < g_real) u = *reinterpret_cast<const uint4*>(q + b * qsb + (hk * g_real + h) * qsh + c * 8);
+    widen8<T>(u, qf[h]);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) qf[h][i] *= scale_log2;
+  }
+  const T* kb = k + b * ksb + hk * ksh + c * 8;
+  const T* vb = v + b * vsb + hk * vsh + c * 8;
+  float m[G], l[G], acc[G][8];
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+    m[h] = -INFINITY;
+    l[h] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[h][i] = 0.0f;
+  }
+  // Every lane runs the same rounds (the score sums shuffle across the warp); keys past the chunk are masked.
+  for (int64_t round = s_begin; round < s_end; round += kSlots * kKeysPerStep) {
+    const int64_t s0 = round + static_cast<int64_t>(slot) * kKeysPerStep;
+    uint4 ku[kKeysPerStep], vu[kKeysPerStep];
+#pragma unroll
+    for (int j = 0; j < kKeysPerStep; ++j) {
+      const bool ok = active && s0 + j < s_end;
+      ku[j] = ok ? __ldg(reinterpret_cast<const uint4*>(kb + (s0 + j) * kss)) : make_uint4(0, 0, 0, 0);
+      vu[j] = ok ? __ldg(reinterpret_cast<const uint4*>(vb + (s0 + j) * vss)) : make_uint4(0, 0, 0, 0);
+    }
+    float sc[kKeysPerStep][G];
+#pragma unroll
+    for (int j = 0; j < kKeysPerStep; ++j) {
+      float kf[8];
+      widen8<T>(ku[j], kf);
+#pragma unroll
+      for (int h = 0; h < G; ++h) {
+        float d = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) d = fmaf(qf[h][i], kf[i], d);
+#pragma unroll
+        for (int o = GS / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+        sc[j][h] = s0 + j < s_end ? d : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+      float mn = m[h];
+#pragma unroll
+      for (int j = 0; j < kKeysPerStep; ++j) mn = fmaxf(mn, sc[j][h]);
+      const float alpha = mn == -INFINITY ? 1.0f : exp2f(m[h] - mn);  // no key yet: nothing to rescale
+      l[h] *= alpha;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[h][i] *= alpha;
+      m[h] = mn;
+    }
+#pragma unroll
+    for (int j = 0; j < kKeysPerStep; ++j) {
+      float vf[8];
+      widen8<T>(vu[j], vf);
+#pragma unroll
+      for (int h = 0; h < G; ++h) {
+        const float p = sc[j][h] == -INFINITY ? 0.0f : exp2f(sc[j][h] - m[h]);  // masked keys weigh 0, not NaN
+        l[h] += p;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[h][i] = fmaf(p, vf[i], acc[h][i]);
+      }
+    }
+  }
+  // the rows of a warp, then the warps of the block
+#pragma unroll
+  for (int o = GS; o < 32; o <<= 1) {
+    float om[G], ol[G], oacc[G][8];
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+      om[h] = __shfl_xor_sync(0xffffffffu, m[h], o);
+      ol[h] = __shfl_xor_sync(0xffffffffu, l[h], o);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) oacc[h][i] = __shfl_xor_sync(0xffffffffu, acc[h][i], o);
+    }
+    merge_state<G>(m, l, acc, om, ol, oacc);
+  }
+  if (lane < GS) {
+#pragma unroll
+    for (int h = 0; h < G; ++h) {
+      if (c == 0) {
+        sm_m[warp][h] = m[h];
+        sm_l[warp][h] = l[h];
+      }
+      if (active)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) sm_acc[warp][h][c * 8 + i] = acc[h][i];
+    }
+  }
+  __syncthreads();
+  if (warp != 0 || lane >= GS) return;
+  for (int w = 1; w < kWarps; ++w) {
+    float oacc[G][8];
+#pragma unroll
+    for (int h = 0; h < G; ++h)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) oacc[h][i] = active ? sm_acc[w][h][c * 8 + i] : 0.0f;
+    merge_state<G>(m, l, acc, sm_m[w], sm_l[w], oacc);
+  }
+#pragma unroll
+  for (int h = 0; h < G; ++h) {
+    if (h >= g_real) break;
+    const int64_t row = (static_cast<int64_t>(b) * Hkv * g_real + hk * g_real + h) * splits + split;
+    if (active)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) part_acc[row * D + c * 8 + i] = acc[h][i];
+    if (c == 0) part_ml[row] = make_float2(m[h], l[h]);
+  }
+}
+
+// One block per query head: 32 x 8 threads, x over dims, y over chunks; the
+// chunks' loads are independent, so they are in flight together.
+template <class T>
+__global__ void __launch_bounds__(256) decode_merge_kernel(const float* __restrict__ part_acc,
+                                                           const float2* __restrict__ part_ml, int splits, int D,
+                                                           T* __restrict__ out) {
+  __shared__ float red[8][kMaxDim + 1];
+  __shared__ float red_max[8];
+  const int64_t head = blockIdx.x;
+  const int x = threadIdx.x, y = threadIdx.y;
+  const float2* ml = part_ml + head * splits;
+  float mx = -INFINITY;
+  for (int i = y * 32 + x; i < splits; i += 256) mx = fmaxf(mx, ml[i].x);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  if (x == 0) red_max[y] = mx;
+  __syncthreads();
+  mx = red_max[0];
+#pragma unroll
+  for (int i = 1; i < 8; ++i) mx = fmaxf(mx, red_max[i]);
+  float num[kMaxDim / 32], den = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMaxDim / 32; ++j) num[j] = 0.0f;
+#pragma unroll 4
+  for (int i = y; i < splits; i += 8) {
+    const float2 p = ml[i];
+    const float w = exp2f(p.x - mx);  // an empty chunk has m = -inf: weight 0 (its sums are 0 too)
+    den += p.y * w;
+    const float* acc = part_acc + (head * splits + i) * D;
+#pragma unroll
+    for (int j = 0; j < kMaxDim / 32; ++j)
+      if (j * 32 + x < D) num[j] += acc[j * 32 + x] * w;
+  }
+  if (x == 0) red[y][kMaxDim] = den;
+#pragma unroll
+  for (int j = 0; j < kMaxDim / 32; ++j)
+    if (j * 32 + x < D) red[y][j * 32 + x] = num[j];
+  __syncthreads();
+  if (y != 0) return;
+  float total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) total += red[i][kMaxDim];
+  for (int d = x; d < D; d += 32) {
+    float v = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) v += red[i][d];
+    out[head * D + d] = T(v / total);
+  }
+}
+
+template <class T, int GS, int G>
+void launch_decode(const AttentionDecodeArgs& a) {
+  const int64_t B = a.q.size(0), Hq = a.q.size(1), D = a.q.size(2), Hkv = a.k.size(1), S = a.k.size(2);
+  constexpr int kKeysPerRound = kWarps * (32 / GS) * kKeysPerStep;
+  // About four blocks per SM, and no chunk shorter than one round of the block.
+  const int64_t want = (static_cast<int64_t>(sm_count()) * 4 + B * Hkv - 1) / (B * Hkv);
+  const int64_t splits0 = std::max<int64_t>(1, std::min(want, (S + kKeysPerRound - 1) / kKeysPerRound));
+  const int64_t chunk = ((S + splits0 - 1) / splits0 + kKeysPerStep - 1) / kKeysPerStep * kKeysPerStep;
+  const int splits = static_cast<int>((S + chunk - 1) / chunk);
+  Tensor part_acc = Tensor::empty({B * Hq * splits * D}, DType::Float32, a.out.device());
+  Tensor part_ml = Tensor::empty({B * Hq * splits * 2}, DType::Float32, a.out.device());
+  const dim3 grid(static_cast<unsigned>(B * Hkv), static_cast<unsigned>(splits));
+  decode_partial_kernel<T, GS, G><<<grid, kWarps * 32, 0, current_stream()>>>(
+      a.q.data<T>(), a.q.stride(0), a.q.stride(1), a.k.data<T>(), a.k.stride(0), a.k.stride(1), a.k.stride(2),
+      a.v.data<T>(), a.v.stride(0), a.v.stride(1), a.v.stride(2), static_cast<int>(Hkv), static_cast<int>(Hq / Hkv),
+      S, static_cast<int>(D), static_cast<float>(a.scale) * kLog2e, chunk, splits, part_acc.data<float>(),
+      reinterpret_cast<float2*>(part_ml.data<float>()));
+  KILN_CUDA_CHECK_LAUNCH();
+  decode_merge_kernel<T><<<static_cast<unsigned>(B * Hq), dim3(32, 8), 0, current_stream()>>>(part_acc.data<float>(),
+                                               reinterpret_cast<const float2*>(part_ml.data<float>()), splits,
+                                               static_cast<int>(D), a.out.data<T>());
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+template <class T, int GS>
+void decode_group(const AttentionDecodeArgs& a) {
+  const int64_t G = a.q.size(1) / a.k.size(1);
+  if (G == 1) launch_decode<T, GS, 1>(a);
+  else if (G == 2) launch_decode<T, GS, 2>(a);
+  else if (G <= 4) launch_decode<T, GS, 4>(a);
+  else launch_decode<T, GS, kMaxGroup>(a);
+}
+
+}  // namespace
+
+void attention_decode(const AttentionDecodeArgs& a) {
+  auto typed = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t lanes = a.q.size(2) / 8;  // 16-byte pieces of a row
+    if (lanes <= 8) decode_group<T, 8>(a);
+    else if (lanes <= 16) decode_group<T, 16>(a);
+    else decode_group<T, 32>(a);
+  };
+  switch (a.q.dtype()) {
+    case DType::BFloat16: typed(detail::TypeTag<BFloat16>{}); break;
+    case DType::Float16: typed(detail::TypeTag<Half>{}); break;
+    default: KILN_NOT_IMPLEMENTED("scaled_dot_product_attention: the CUDA decode kernel takes float16 or bfloat16");
+  }
+}
+
+}  // namespace kiln::cuda_backend
