@@ -298,8 +298,35 @@ def attention_cases():
     return c
 
 
+# ---- cases: the small ops of a decoder layer (issue 3) ----
+def layer_ops_cases():
+    c, F, dev, bf = [], torch.nn.functional, "cuda", torch.bfloat16
+    for rows, n in [(1, 4096), (512, 2048)]:
+        x, r, w = torch.randn(rows, n, device=dev, dtype=bf), torch.randn(rows, n, device=dev, dtype=bf), \
+            torch.randn(n, device=dev, dtype=bf)
+        kx, kr, kw = k(x), k(r), k(w)
+        c.append(Case("layer_ops", f"rms_norm+residual bf16 [{rows},{n}]", 2.0 * 4 * rows * n,
+                      lambda kx=kx, kr=kr, kw=kw: kiln.rms_norm_residual(kx, kr, kw, 1e-6),
+                      lambda x=x, r=r, w=w, n=n: F.rms_norm(x + r, (n,), w, 1e-6), graph=True))
+        g = torch.randn(rows, 2 * 3 * n, device=dev, dtype=bf)
+        kg = k(g)
+        c.append(Case("layer_ops", f"silu_and_mul bf16 [{rows},{2 * 3 * n}]", 2.0 * 1.5 * g.numel(),
+                      lambda kg=kg: kiln.silu_and_mul(kg),
+                      lambda g=g: F.silu(g[:, :g.shape[1] // 2]) * g[:, g.shape[1] // 2:], graph=True))
+    q = torch.randn(1, 32, 128, device=dev, dtype=bf)
+    cos, sin = torch.randn(1, 64, device=dev), torch.randn(1, 64, device=dev)
+    kq, kc, ks = k(q), k(cos), k(sin)
+
+    def torch_rope(q=q, cos=cos, sin=sin):
+        a, b = q[..., :64].float(), q[..., 64:].float()
+        return torch.cat([a * cos[:, None] - b * sin[:, None], b * cos[:, None] + a * sin[:, None]], -1).to(q.dtype)
+    c.append(Case("layer_ops", "rotary bf16 [1,32,128]", 4.0 * q.numel(), lambda: kiln.apply_rotary(kq, kc, ks),
+                  torch_rope, graph=True))
+    return c
+
+
 CASES = [core_cases, linear_cases, softmax_cases, topk_cases, scaled_mm_cases, grouped_mm_cases, moe_routing_cases,
-         attention_cases]
+         attention_cases, layer_ops_cases]
 
 
 def measured_copy_gbs(repeats, stream):

@@ -145,6 +145,23 @@ Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>&
 // on the CPU; on CUDA they stop the kernel with a device-side error, as PyTorch's do.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 
+// ---- the small fused ops of a decoder layer ----
+// torch.nn.functional.rms_norm over the last dim: x * rsqrt(mean(x^2) + eps) * weight,
+// computed in float32, weight [N] in x's dtype (or none); eps defaults to
+// float32's machine epsilon, as torch's.
+Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight = std::nullopt,
+                std::optional<double> eps = std::nullopt);
+// The residual add fused in: sum = x + residual (rounded to x's dtype, as the two
+// ops in sequence), returns {rms_norm(sum, weight, eps), sum}.
+std::pair<Tensor, Tensor> rms_norm_residual(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps);
+// SwiGLU's gate: x [..., 2H] -> silu(x[..., :H]) * x[..., H:] (computed in float32).
+Tensor silu_and_mul(const Tensor& x);
+// Rotary position embedding of x [T, H, D] (any head layout with unit inner
+// stride) with per-token cos, sin [T, R / 2] float32 (R <= D even, the rotated
+// dims; the rest pass through). Half-rotated (Llama, Qwen: pairs (i, i + R/2)) or
+// interleaved (GPT-J: pairs (2i, 2i + 1)).
+Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false);
+
 // ---- mixture-of-experts routing ----
 enum class RouterScoring { Softmax, Sigmoid };
 

@@ -115,7 +115,14 @@ struct AttentionDecodeArgs {
   void moe_route(const MoeRouteArgs& args);                                                         \
   /* out [T, N], y [T*k, N] contiguous, same float dtype; weights/sorted_pos as MoeRouting */      \
   void moe_combine(const Tensor& out, const Tensor& y, const Tensor& weights, const Tensor& sorted_pos); \
-  void attention_decode(const AttentionDecodeArgs& args);
+  void attention_decode(const AttentionDecodeArgs& args);                                            \
+  /* rows [M, N] contiguous; weight [N] or undefined; residual_out/residual defined for the fused add */ \
+  void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, const Tensor& residual_out, \
+                     const Tensor& weight, float eps);                                               \
+  /* out [M, H], x [M, 2H] contiguous */                                                          \
+  void silu_and_mul_rows(const Tensor& out, const Tensor& x);                                       \
+  /* out and x [T, H, D] (out contiguous, x unit inner stride); cos, sin [T, R/2] float32 contiguous */ \
+  void rotary(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);
 
 namespace cpu {
 KILN_BACKEND_KERNELS

@@ -3,7 +3,9 @@
 
 #include <cuda_runtime.h>
 
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "core/check.h"
 
@@ -27,6 +29,21 @@ int current_device();
 int sm_count();
 // Compute capability of the current device as 10 * major + minor (90 on Hopper).
 int device_arch();
+
+// A library handle of type H for the current device, made once by create(H*) and
+// kept for the process (cuBLAS, cuBLASLt).
+template <class H, class Create>
+H per_device_handle(Create create) {
+  static std::mutex mu;
+  static std::unordered_map<int, H> handles;
+  const int d = current_device();
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = handles.find(d);
+  if (it != handles.end()) return it->second;
+  H h;
+  create(&h);
+  return handles[d] = h;
+}
 
 // Blocks for `items` work items at `threads` per block, capped for grid-stride loops.
 inline unsigned grid_for(int64_t items, int threads, int per_sm = 16) {

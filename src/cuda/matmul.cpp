@@ -1,9 +1,6 @@
 // CUDA matmul through cuBLAS (strided batched GEMM, fp32 accumulation).
 #include <cublas_v2.h>
 
-#include <mutex>
-#include <unordered_map>
-
 #include "core/backend.h"
 #include "core/gemm_layout.h"
 #include "cuda/common.h"
@@ -17,16 +14,7 @@ void check_cublas(cublasStatus_t st, const char* what) {
 }
 
 cublasHandle_t handle() {
-  static std::mutex mu;
-  static std::unordered_map<int, cublasHandle_t> handles;
-  const int d = current_device();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = handles.find(d);
-  if (it != handles.end()) return it->second;
-  cublasHandle_t h;
-  check_cublas(cublasCreate(&h), "cublasCreate");
-  handles[d] = h;
-  return h;
+  return per_device_handle<cublasHandle_t>([](cublasHandle_t* h) { check_cublas(cublasCreate(h), "cublasCreate"); });
 }
 
 cudaDataType_t cuda_type(DType d) {

@@ -11,7 +11,6 @@
 #include <map>
 #include <mutex>
 #include <tuple>
-#include <unordered_map>
 
 #include "core/check.h"
 #include "cuda/common.h"
@@ -27,15 +26,8 @@ void check_lt(cublasStatus_t st, const char* what) {
 }
 
 cublasLtHandle_t lt_handle() {
-  static std::mutex mu;
-  static std::unordered_map<int, cublasLtHandle_t> handles;
-  const int d = current_device();
-  std::lock_guard<std::mutex> lock(mu);
-  auto it = handles.find(d);
-  if (it != handles.end()) return it->second;
-  cublasLtHandle_t h;
-  check_lt(cublasLtCreate(&h), "cublasLtCreate");
-  return handles[d] = h;
+  return per_device_handle<cublasLtHandle_t>(
+      [](cublasLtHandle_t* h) { check_lt(cublasLtCreate(h), "cublasLtCreate"); });
 }
 
 cudaDataType_t lt_type(DType d) {

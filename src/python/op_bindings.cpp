@@ -254,6 +254,25 @@ void bind_ops(py::module_& m) {
     m.def("topk", f, arg("input"), arg("k"), arg("dim") = -1, arg("largest") = true, arg("sorted") = true);
     cls.def("topk", f, arg("k"), arg("dim") = -1, arg("largest") = true, arg("sorted") = true);
   }
+  // ---- the small fused ops of a decoder layer ----
+  m.def("rms_norm", [](const Tensor& x, py::object normalized_shape, std::optional<Tensor> w, std::optional<double> eps) {
+    const Shape ns = to_shape(normalized_shape);
+    KILN_CHECK(ns.size() == 1 && x.dim() >= 1 && ns[0] == x.size(-1), "rms_norm: normalized_shape must be the last "
+               "dim (", x.dim() >= 1 ? x.size(-1) : 0, "), got ", shape_str(ns));
+    py::gil_scoped_release release;
+    return rms_norm(x, w, eps);
+  }, arg("input"), arg("normalized_shape"), arg("weight") = none, arg("eps") = none);
+  m.def("rms_norm_residual", [](const Tensor& x, const Tensor& r, const Tensor& w, double eps) {
+    std::pair<Tensor, Tensor> ys;
+    {
+      py::gil_scoped_release release;
+      ys = rms_norm_residual(x, r, w, eps);
+    }
+    return py::make_tuple(ys.first, ys.second);
+  }, arg("input"), arg("residual"), arg("weight"), arg("eps"));
+  m.def("silu_and_mul", &silu_and_mul, arg("input"), py::call_guard<py::gil_scoped_release>());
+  m.def("apply_rotary", &apply_rotary, arg("input"), arg("cos"), arg("sin"), arg("interleaved") = false,
+        py::call_guard<py::gil_scoped_release>());
   // ---- gathers and mixture-of-experts routing ----
   m.def("index_select", &index_select, arg("input"), arg("dim"), arg("index"), py::call_guard<py::gil_scoped_release>());
   cls.def("index_select", &index_select, arg("dim"), arg("index"));

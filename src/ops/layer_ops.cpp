@@ -1,0 +1,93 @@
+// Front doors of the small fused ops of a decoder layer: rms_norm (with the
+// residual add), silu_and_mul, apply_rotary.
+#include <limits>
+
+#include "core/backend.h"
+#include "core/check.h"
+#include "ops/common.h"
+
+namespace kiln {
+
+namespace {
+void check_float(const char* op, const Tensor& x) {
+  KILN_CHECK(x.dtype() == DType::Float32 || x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16, op,
+             ": dtype ", x.dtype(), " is not supported (float32, float16, bfloat16 are)");
+}
+
+std::pair<Tensor, Tensor> rms_norm_impl(const Tensor& x, const Tensor* residual, const std::optional<Tensor>& weight,
+                                        std::optional<double> eps) {
+  constexpr const char* op = "rms_norm";
+  check_defined(op, x);
+  check_float(op, x);
+  KILN_CHECK(x.dim() >= 1, op, ": input must have at least 1 dimension");
+  const int64_t N = x.size(-1), M = N == 0 ? 0 : x.numel() / N;
+  Tensor w;
+  if (weight.has_value() && weight->defined()) {
+    w = *weight;
+    check_same_device(op, x, w);
+    KILN_CHECK(w.dim() == 1 && w.size(0) == N && w.dtype() == x.dtype(), op, ": weight must be [", N, "] of ",
+               x.dtype(), ", got ", w.dtype(), " ", w.shape());
+    w = w.contiguous();
+  }
+  Tensor res, res_out;
+  if (residual) {
+    res = *residual;
+    check_same_device(op, x, res);
+    KILN_CHECK(res.shape() == x.shape() && res.dtype() == x.dtype(), op, ": residual must match the input (",
+               x.dtype(), " ", x.shape(), "), got ", res.dtype(), " ", res.shape());
+    res = res.contiguous().view({M, N});
+    res_out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  }
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  const float e = static_cast<float>(eps.value_or(std::numeric_limits<float>::epsilon()));
+  if (M > 0)
+    KILN_ON_DEVICE(x.device(), rms_norm_rows, out.view({M, N}), x.contiguous().view({M, N}), res,
+                   res_out.defined() ? res_out.view({M, N}) : res_out, w, e);
+  return {out, res_out};
+}
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, std::optional<double> eps) {
+  return rms_norm_impl(x, nullptr, weight, eps).first;
+}
+
+std::pair<Tensor, Tensor> rms_norm_residual(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
+  check_defined("rms_norm", residual);
+  return rms_norm_impl(x, &residual, weight, eps);
+}
+
+Tensor silu_and_mul(const Tensor& x) {
+  constexpr const char* op = "silu_and_mul";
+  check_defined(op, x);
+  check_float(op, x);
+  KILN_CHECK(x.dim() >= 1 && x.size(-1) % 2 == 0, op, ": the last dim must be even (gate and up halves), got shape ",
+             x.shape());
+  Shape out_shape = x.shape();
+  out_shape.back() /= 2;
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  const int64_t H = out_shape.back(), M = H == 0 ? 0 : out.numel() / H;
+  if (M > 0) KILN_ON_DEVICE(x.device(), silu_and_mul_rows, out.view({M, H}), x.contiguous().view({M, 2 * H}));
+  return out;
+}
+
+Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved) {
+  constexpr const char* op = "apply_rotary";
+  check_defined(op, x, cos);
+  check_defined(op, sin);
+  check_same_device(op, x, cos);
+  check_same_device(op, x, sin);
+  check_float(op, x);
+  KILN_CHECK(x.dim() == 3, op, ": x must be [tokens, heads, head_dim], got shape ", x.shape());
+  const int64_t T = x.size(0), D = x.size(2);
+  KILN_CHECK(cos.dtype() == DType::Float32 && sin.dtype() == DType::Float32 && cos.dim() == 2 &&
+                 cos.shape() == sin.shape() && cos.size(0) == T,
+             op, ": cos and sin must be float32 [", T, ", rotary_dim / 2], got ", cos.dtype(), " ", cos.shape(),
+             " and ", sin.dtype(), " ", sin.shape());
+  KILN_CHECK(cos.size(1) * 2 <= D, op, ": rotary_dim ", cos.size(1) * 2, " exceeds head_dim ", D);
+  const Tensor xin = x.stride(2) == 1 ? x : x.contiguous();
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (out.numel() > 0) KILN_ON_DEVICE(x.device(), rotary, out, xin, cos.contiguous(), sin.contiguous(), interleaved);
+  return out;
+}
+
+}  // namespace kiln

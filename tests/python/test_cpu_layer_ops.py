@@ -1,0 +1,64 @@
+"""rms_norm (+residual), silu_and_mul and apply_rotary on the CPU against numpy formulas."""
+import unittest
+
+import numpy as np
+
+import kiln
+import kiln.nn.functional as KF
+
+RNG = np.random.default_rng(3)
+
+
+def rope_ref(x, cos, sin, interleaved):
+    x = x.astype(np.float64)
+    out = x.copy()
+    half = cos.shape[1]
+    c, s = cos[:, None, :], sin[:, None, :]
+    if interleaved:
+        a, b = x[..., 0:2 * half:2], x[..., 1:2 * half:2]
+        out[..., 0:2 * half:2], out[..., 1:2 * half:2] = a * c - b * s, b * c + a * s
+    else:
+        a, b = x[..., :half], x[..., half:2 * half]
+        out[..., :half], out[..., half:2 * half] = a * c - b * s, b * c + a * s
+    return out
+
+
+class LayerOps(unittest.TestCase):
+    def test_rms_norm_and_residual(self):
+        x = RNG.standard_normal((3, 5, 64)).astype(np.float32)
+        r = RNG.standard_normal((3, 5, 64)).astype(np.float32)
+        w = RNG.standard_normal(64).astype(np.float32)
+        ref = x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6) * w
+        got = KF.rms_norm(kiln.tensor(x), (64,), kiln.tensor(w), 1e-6)
+        np.testing.assert_allclose(np.from_dlpack(got), ref, rtol=1e-5, atol=1e-6)
+        y, s = kiln.rms_norm_residual(kiln.tensor(x), kiln.tensor(r), kiln.tensor(w), 1e-6)
+        xs = x + r
+        np.testing.assert_array_equal(np.from_dlpack(s), xs)
+        ref = xs / np.sqrt((xs.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6) * w
+        np.testing.assert_allclose(np.from_dlpack(y), ref, rtol=1e-5, atol=1e-6)
+        with self.assertRaisesRegex(kiln.Error, r"weight must be \[64\]"):
+            KF.rms_norm(kiln.tensor(x), (64,), kiln.zeros((32,)))
+
+    def test_silu_and_mul(self):
+        x = RNG.standard_normal((4, 2 * 48)).astype(np.float32)
+        g, u = x[:, :48].astype(np.float64), x[:, 48:]
+        np.testing.assert_allclose(np.from_dlpack(kiln.silu_and_mul(kiln.tensor(x))), g / (1 + np.exp(-g)) * u,
+                                   rtol=1e-5, atol=1e-6)
+        with self.assertRaisesRegex(kiln.Error, "even"):
+            kiln.silu_and_mul(kiln.zeros((2, 5)))
+
+    def test_rotary_half_interleaved_partial(self):
+        t, h, d = 7, 3, 16
+        x = RNG.standard_normal((t, h, d)).astype(np.float32)
+        for half in (8, 4):  # full and partial rotary dims
+            ang = RNG.standard_normal((t, half)).astype(np.float32)
+            cos, sin = np.cos(ang), np.sin(ang)
+            for inter in (False, True):
+                got = kiln.apply_rotary(kiln.tensor(x), kiln.tensor(cos), kiln.tensor(sin), inter)
+                np.testing.assert_allclose(np.from_dlpack(got), rope_ref(x, cos, sin, inter), rtol=1e-5, atol=1e-6)
+        with self.assertRaisesRegex(kiln.Error, "rotary_dim 20 exceeds head_dim 16"):
+            kiln.apply_rotary(kiln.tensor(x), kiln.zeros((t, 10)), kiln.zeros((t, 10)))
+
+
+if __name__ == "__main__":
+    unittest.main()
