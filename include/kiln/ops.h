@@ -147,8 +147,8 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 
 // ---- the small fused ops of a decoder layer ----
 // torch.nn.functional.rms_norm over the last dim: x * rsqrt(mean(x^2) + eps) * weight,
-// computed in float32, weight [N] in x's dtype (or none); eps defaults to
-// float32's machine epsilon, as torch's.
+// computed in float32, weight [N] in x's dtype (or none); eps defaults to the
+// machine epsilon of x's dtype, as torch's.
 Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight = std::nullopt,
                 std::optional<double> eps = std::nullopt);
 // The residual add fused in: sum = x + residual (rounded to x's dtype, as the two

@@ -39,7 +39,10 @@ std::pair<Tensor, Tensor> rms_norm_impl(const Tensor& x, const Tensor* residual,
     res_out = Tensor::empty(x.shape(), x.dtype(), x.device());
   }
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
-  const float e = static_cast<float>(eps.value_or(std::numeric_limits<float>::epsilon()));
+  // torch's default: the machine epsilon of the input's dtype
+  const double dtype_eps = x.dtype() == DType::Float32 ? std::numeric_limits<float>::epsilon()
+                           : x.dtype() == DType::Float16 ? 0.0009765625 : 0.0078125;
+  const float e = static_cast<float>(eps.value_or(dtype_eps));
   if (M > 0)
     KILN_ON_DEVICE(x.device(), rms_norm_rows, out.view({M, N}), x.contiguous().view({M, N}), res,
                    res_out.defined() ? res_out.view({M, N}) : res_out, w, e);

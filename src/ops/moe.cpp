@@ -16,9 +16,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   const int64_t d = wrap_dim("index_select", dim, nd);
   const Tensor xv = x.dim() == 0 ? x.view({1}) : x;
   const int64_t R = index.numel(), S = xv.size(d);
-  // [outer, S, inner] -> rows of `inner` elements; dim 0 (embeddings) needs no copy.
-  Shape out_shape = xv.shape();
-  out_shape[d] = R;
+  // dim d moved first: rows of `inner` elements; dim 0 (embeddings) needs no copy.
   Shape to_front{d}, from_front;  // permutations moving dim d first and back
   for (int64_t i = 0; i < nd; ++i)
     if (i != d) to_front.push_back(i);

@@ -36,6 +36,13 @@ class LayerOps(unittest.TestCase):
         np.testing.assert_array_equal(np.from_dlpack(s), xs)
         ref = xs / np.sqrt((xs.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6) * w
         np.testing.assert_allclose(np.from_dlpack(y), ref, rtol=1e-5, atol=1e-6)
+        # eps defaults to the dtype's machine epsilon, as torch's
+        ref32 = x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + np.finfo(np.float32).eps)
+        np.testing.assert_allclose(np.from_dlpack(KF.rms_norm(kiln.tensor(x), (64,))), ref32, rtol=1e-5, atol=1e-6)
+        small = (x * 1e-2).astype(np.float16)
+        ref16 = small / np.sqrt((small.astype(np.float64) ** 2).mean(-1, keepdims=True) + np.finfo(np.float16).eps)
+        np.testing.assert_allclose(np.from_dlpack(KF.rms_norm(kiln.tensor(small), (64,)).to(kiln.float32)), ref16,
+                                   rtol=2e-3, atol=2e-3)
         with self.assertRaisesRegex(kiln.Error, r"weight must be \[64\]"):
             KF.rms_norm(kiln.tensor(x), (64,), kiln.zeros((32,)))
 
