@@ -3,6 +3,7 @@
 #include <pybind11/functional.h>
 
 #include "core/check.h"
+#include "kiln/safetensors.h"
 #include "python/convert.h"
 
 namespace kiln::python {
@@ -254,6 +255,17 @@ void bind_ops(py::module_& m) {
     m.def("topk", f, arg("input"), arg("k"), arg("dim") = -1, arg("largest") = true, arg("sorted") = true);
     cls.def("topk", f, arg("k"), arg("dim") = -1, arg("largest") = true, arg("sorted") = true);
   }
+  // ---- checkpoints ----
+  m.def("load_safetensors", [](const std::string& path) {
+    SafetensorsFile f;
+    {
+      py::gil_scoped_release release;
+      f = load_safetensors(path);
+    }
+    py::dict tensors;
+    for (auto& [name, t] : f.tensors) tensors[py::str(name)] = py::cast(t);
+    return py::make_tuple(tensors, py::cast(f.metadata));
+  }, arg("path"), "(tensors, metadata) of a safetensors file; tensors are views of its memory map");
   // ---- the small fused ops of a decoder layer ----
   m.def("rms_norm", [](const Tensor& x, py::object normalized_shape, std::optional<Tensor> w, std::optional<double> eps) {
     const Shape ns = to_shape(normalized_shape);
