@@ -120,6 +120,12 @@ Tensor mm(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               const std::optional<Tensor>& weight_scale = std::nullopt);
 
+// Weight-only FP8 for linear: w [N, K] (float32/float16/bfloat16) -> {w8 [N, K]
+// float8_e4m3fn, scale [N] float32} with scale[n] = max|w[n]| / 448, so that each
+// row's largest magnitude lands on 448 and linear(x, w8, weight_scale=scale) ~
+// linear(x, w). An all-zero row gets scale 1.
+std::pair<Tensor, Tensor> quantize_fp8_rows(const Tensor& w);
+
 // torch._scaled_mm: (a @ b) * scale_a * scale_b + bias for float8_e4m3fn a [M, K]
 // (row-major) and b [K, N] (column-major: b = w.t() of a row-major [N, K] w), K and N
 // multiples of 16. Scales are float32 dequantisation factors, tensorwise (one

@@ -20,4 +20,9 @@ struct SafetensorsFile {
 
 SafetensorsFile load_safetensors(const std::string& path);
 
+// The weights of a Hugging Face model folder: model.safetensors, or the shards
+// named by model.safetensors.index.json (each shard read once; every name of the
+// index's weight_map must be in the shard it names, and no name in two shards).
+SafetensorsFile load_checkpoint(const std::string& folder);
+
 }  // namespace kiln

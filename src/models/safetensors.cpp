@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -143,6 +145,46 @@ SafetensorsFile load_safetensors(const std::string& path) {
       if (e.end > e.begin) std::memcpy(t.data_ptr(), p, e.end - e.begin);
       out.tensors[e.name] = t;
     }
+  }
+  return out;
+}
+
+SafetensorsFile load_checkpoint(const std::string& folder) {
+  namespace fs = std::filesystem;
+  const fs::path dir(folder), index = dir / "model.safetensors.index.json", single = dir / "model.safetensors";
+  if (!fs::exists(index)) {
+    KILN_CHECK(fs::exists(single), "checkpoint: ", folder, " has neither model.safetensors nor "
+               "model.safetensors.index.json");
+    return load_safetensors(single.string());
+  }
+  nlohmann::json j;
+  try {
+    std::ifstream in(index);
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(detail::format("checkpoint: ", index.string(), " is not valid JSON: ", e.what()));
+  }
+  KILN_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), "checkpoint: ",
+             index.string(), " has no weight_map object");
+  std::map<std::string, std::vector<std::string>> names_by_shard;
+  for (auto it = j["weight_map"].begin(); it != j["weight_map"].end(); ++it) {
+    KILN_CHECK(it.value().is_string(), "checkpoint: ", index.string(), ": weight_map['", it.key(), "'] is not a file name");
+    const std::string shard = it.value().get<std::string>();
+    KILN_CHECK(fs::path(shard).filename() == fs::path(shard), "checkpoint: ", index.string(), ": shard '", shard,
+               "' must be a file name in the folder");
+    names_by_shard[shard].push_back(it.key());
+  }
+  SafetensorsFile out;
+  for (const auto& [shard, names] : names_by_shard) {
+    SafetensorsFile f = load_safetensors((dir / shard).string());
+    for (const auto& name : names)
+      KILN_CHECK(f.tensors.count(name), "checkpoint: ", index.string(), " puts '", name, "' in ", shard,
+                 ", which does not hold it");
+    for (auto& [name, t] : f.tensors) {
+      KILN_CHECK(!out.tensors.count(name), "checkpoint: '", name, "' is in more than one shard (", shard, " and another)");
+      out.tensors[name] = std::move(t);
+    }
+    for (auto& [k, v] : f.metadata) out.metadata[k] = v;
   }
   return out;
 }

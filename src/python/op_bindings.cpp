@@ -231,6 +231,14 @@ void bind_ops(py::module_& m) {
     py::gil_scoped_release release;
     return grouped_mm(a, b, offs, bias, od);
   }, arg("mat_a"), arg("mat_b"), arg("offs") = none, arg("bias") = none, arg("out_dtype") = none);
+  m.def("quantize_fp8_rows", [](const Tensor& w) {
+    std::pair<Tensor, Tensor> r;
+    {
+      py::gil_scoped_release release;
+      r = quantize_fp8_rows(w);
+    }
+    return py::make_tuple(r.first, r.second);
+  }, arg("weight"));
   for (bool log : {false, true}) {
     auto f = [log](const Tensor& x, int64_t dim, py::object dtype) {
       return log ? log_softmax(x, dim, opt_dtype(dtype)) : softmax(x, dim, opt_dtype(dtype));
@@ -256,16 +264,22 @@ void bind_ops(py::module_& m) {
     cls.def("topk", f, arg("k"), arg("dim") = -1, arg("largest") = true, arg("sorted") = true);
   }
   // ---- checkpoints ----
-  m.def("load_safetensors", [](const std::string& path) {
+  // Loads with the GIL released, then hands the tensors over as a dict.
+  auto load = [](SafetensorsFile (*loader)(const std::string&), const std::string& path) {
     SafetensorsFile f;
     {
       py::gil_scoped_release release;
-      f = load_safetensors(path);
+      f = loader(path);
     }
     py::dict tensors;
     for (auto& [name, t] : f.tensors) tensors[py::str(name)] = py::cast(t);
-    return py::make_tuple(tensors, py::cast(f.metadata));
+    return std::make_pair(tensors, f.metadata);
+  };
+  m.def("load_safetensors", [load](const std::string& path) {
+    auto [tensors, metadata] = load(&load_safetensors, path);
+    return py::make_tuple(tensors, py::cast(metadata));
   }, arg("path"), "(tensors, metadata) of a safetensors file; tensors are views of its memory map");
+  m.def("load_checkpoint", [load](const std::string& folder) { return load(&load_checkpoint, folder).first; }, arg("folder"), "the weights of a Hugging Face model folder (single file or sharded with an index)");
   // ---- the small fused ops of a decoder layer ----
   m.def("rms_norm", [](const Tensor& x, py::object normalized_shape, std::optional<Tensor> w, std::optional<double> eps) {
     const Shape ns = to_shape(normalized_shape);

@@ -75,6 +75,27 @@ class ScaledMm(unittest.TestCase):
             kiln._scaled_mm(a, w, one, one)
 
 
+class QuantizeFp8Rows(unittest.TestCase):
+    def test_rows_hit_448_and_dequantise_within_fp8_rounding(self):
+        w = RNG.standard_normal((6, 40)).astype(np.float32) * RNG.random((6, 1)).astype(np.float32) * 10
+        w[3] = 0.0  # an all-zero row
+        w8, scale = kiln.quantize_fp8_rows(kiln.tensor(w))
+        self.assertEqual((w8.dtype, scale.shape), (kiln.float8_e4m3fn, (6,)))
+        sv = np.from_dlpack(scale)
+        np.testing.assert_allclose(sv[[0, 1, 2, 4, 5]], np.abs(w[[0, 1, 2, 4, 5]]).max(1) / 448, rtol=1e-6)
+        self.assertEqual(sv[3], 1.0)
+        codes = np.from_dlpack(w8.view(kiln.uint8))
+        q = DECODE[codes]
+        self.assertTrue((np.abs(q).max(1)[[0, 1, 2, 4, 5]] == 448).all())
+        deq = q * sv[:, None]
+        # e4m3 keeps 3 mantissa bits: a relative error of at most 2^-4 for normal values
+        big = np.abs(w) > sv[:, None] * 2 ** -6
+        self.assertTrue((np.abs(deq - w)[big] <= np.abs(w)[big] * 2 ** -4 + 1e-12).all())
+        x = RNG.standard_normal((2, 40)).astype(np.float32)
+        got = np.from_dlpack(KF.linear(kiln.tensor(x), w8, weight_scale=scale))
+        np.testing.assert_allclose(got, x @ deq.T, rtol=1e-4, atol=1e-4)
+
+
 class GroupedMm(unittest.TestCase):
     def test_2d_3d_with_empty_groups(self):
         counts = [3, 0, 5, 0, 1, 0]

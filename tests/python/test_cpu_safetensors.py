@@ -89,6 +89,29 @@ class Safetensors(unittest.TestCase):
         with open(self.path, "rb") as f:
             self.assertEqual(f.read(), before)
 
+    def test_sharded_checkpoint(self):
+        a, b, c = np.ones(3, np.float32), np.arange(4, dtype=np.int32), np.zeros((2, 2), np.float16)
+        write(os.path.join(self.dir.name, "m-1.safetensors"), {"a": a, "b": b})
+        write(os.path.join(self.dir.name, "m-2.safetensors"), {"c": c})
+        index = os.path.join(self.dir.name, "model.safetensors.index.json")
+
+        def write_index(weight_map):
+            with open(index, "w") as f:
+                json.dump({"metadata": {}, "weight_map": weight_map}, f)
+        write_index({"a": "m-1.safetensors", "b": "m-1.safetensors", "c": "m-2.safetensors"})
+        got = kiln.load_checkpoint(self.dir.name)
+        self.assertEqual(set(got), {"a", "b", "c"})
+        np.testing.assert_array_equal(np.from_dlpack(got["b"]), b)
+        write_index({"a": "m-1.safetensors", "c": "m-1.safetensors"})
+        with self.assertRaisesRegex(kiln.Error, "puts 'c' in m-1.safetensors, which does not hold it"):
+            kiln.load_checkpoint(self.dir.name)
+        write_index({"a": "../m-1.safetensors"})
+        with self.assertRaisesRegex(kiln.Error, "must be a file name in the folder"):
+            kiln.load_checkpoint(self.dir.name)
+        os.remove(index)
+        with self.assertRaisesRegex(kiln.Error, "neither model.safetensors nor"):
+            kiln.load_checkpoint(self.dir.name)
+
 
 if __name__ == "__main__":
     unittest.main()
