@@ -1,0 +1,81 @@
+// config.json -> ModelConfig, with every field the architectures rely on checked.
+#include "models/config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/check.h"
+
+namespace kiln {
+
+bool ModelConfig::layer_is_moe(int64_t i) const {
+  return is_moe() && std::find(mlp_only_layers.begin(), mlp_only_layers.end(), i) == mlp_only_layers.end() &&
+         (i + 1) % decoder_sparse_step == 0;
+}
+
+ModelConfig load_config(const std::string& path) {
+  std::ifstream in(path);
+  KILN_CHECK(in.good(), "config: cannot open ", path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(detail::format("config: ", path, " is not valid JSON: ", e.what()));
+  }
+  KILN_CHECK(j.is_object(), "config: ", path, " must hold a JSON object");
+  auto need_int = [&](const char* name) {
+    KILN_CHECK(j.contains(name) && j[name].is_number_integer() && j[name].get<int64_t>() > 0, "config: ", path,
+               ": '", name, "' must be a positive integer");
+    return j[name].get<int64_t>();
+  };
+  auto opt_int = [&](const char* name, int64_t dflt) {
+    if (!j.contains(name) || j[name].is_null()) return dflt;
+    KILN_CHECK(j[name].is_number_integer() && j[name].get<int64_t>() >= 0, "config: ", path, ": '", name,
+               "' must be a non-negative integer");
+    return j[name].get<int64_t>();
+  };
+  auto opt_num = [&](const char* name, double dflt) {
+    if (!j.contains(name) || j[name].is_null()) return dflt;
+    KILN_CHECK(j[name].is_number() && j[name].get<double>() > 0, "config: ", path, ": '", name,
+               "' must be a positive number");
+    return j[name].get<double>();
+  };
+  ModelConfig c;
+  KILN_CHECK(j.contains("model_type") && j["model_type"].is_string(), "config: ", path, ": 'model_type' is missing");
+  c.model_type = j["model_type"].get<std::string>();
+  KILN_CHECK(c.model_type == "qwen3" || c.model_type == "qwen3_moe", "config: ", path, ": model_type '", c.model_type,
+             "' is not supported (qwen3 and qwen3_moe are)");
+  if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"].get<std::string>();
+  c.hidden_size = need_int("hidden_size");
+  c.num_hidden_layers = need_int("num_hidden_layers");
+  c.num_attention_heads = need_int("num_attention_heads");
+  c.vocab_size = need_int("vocab_size");
+  c.num_key_value_heads = opt_int("num_key_value_heads", c.num_attention_heads);
+  c.head_dim = opt_int("head_dim", c.hidden_size / c.num_attention_heads);
+  c.intermediate_size = opt_int("intermediate_size", 0);
+  c.max_position_embeddings = opt_int("max_position_embeddings", 32768);
+  c.rms_norm_eps = opt_num("rms_norm_eps", 1e-6);
+  c.rope_theta = opt_num("rope_theta", 10000.0);
+  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
+  KILN_CHECK(c.num_key_value_heads > 0 && c.num_attention_heads % c.num_key_value_heads == 0, "config: ", path,
+             ": num_attention_heads (", c.num_attention_heads, ") must be a multiple of num_key_value_heads (",
+             c.num_key_value_heads, ")");
+  KILN_CHECK(c.head_dim > 0, "config: ", path, ": head_dim must be positive");
+  if (c.model_type == "qwen3_moe") {
+    c.num_experts = need_int("num_experts");
+    c.num_experts_per_tok = need_int("num_experts_per_tok");
+    c.moe_intermediate_size = need_int("moe_intermediate_size");
+    c.decoder_sparse_step = std::max<int64_t>(1, opt_int("decoder_sparse_step", 1));
+    c.norm_topk_prob = j.value("norm_topk_prob", true);
+    if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array())
+      for (const auto& v : j["mlp_only_layers"]) c.mlp_only_layers.push_back(v.get<int64_t>());
+    KILN_CHECK(c.num_experts_per_tok <= c.num_experts, "config: ", path, ": num_experts_per_tok (",
+               c.num_experts_per_tok, ") exceeds num_experts (", c.num_experts, ")");
+  } else {
+    KILN_CHECK(c.intermediate_size > 0, "config: ", path, ": 'intermediate_size' must be a positive integer");
+  }
+  return c;
+}
+
+}  // namespace kiln
