@@ -11,6 +11,7 @@
 // groups) runs a plain per-element kernel: right, not fast.
 #include "core/backend.h"
 #include "core/dispatch.h"
+#include "core/vector_rows.h"
 #include "cuda/common.h"
 #include "cuda/mma.cuh"
 
@@ -123,16 +124,23 @@ __global__ void __launch_bounds__(WARPS * 32)
       }
 }
 
-template <class T, class O, int MT, int NT, int WARPS, int U>
-void launch_grouped_rows(const GroupedMmArgs& s) {
+// Launches a (group, row chunk) kernel (both kernels here take the same
+// arguments): one slot per possible pair in x, blocks of `cols` columns in y.
+template <class T, class O, class Kernel>
+void launch_group_chunks(Kernel kernel, int threads, int chunk_rows, int cols, const GroupedMmArgs& s) {
   const int64_t rows = s.a.size(0), K = s.a.size(1), N = s.b.size(2);
   const int G = static_cast<int>(s.offs.size(0));
-  const int64_t slots = (rows + MT * 16 - 1) / (MT * 16) + std::min<int64_t>(G, rows);
-  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(slots, 1)), static_cast<unsigned>((N + 8 * NT - 1) / (8 * NT)));
-  grouped_rows_kernel<T, O, MT, NT, WARPS, U><<<grid, WARPS * 32, 0, current_stream()>>>(
-      s.a.data<T>(), s.a.stride(0), rows, s.b.data<T>(), s.b.stride(0), s.b.stride(2), N, K, s.offs.data<int32_t>(),
-      G, s.out.data<O>(), s.out.stride(0));
+  const int64_t slots = (rows + chunk_rows - 1) / chunk_rows + std::min<int64_t>(G, rows);
+  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(slots, 1)), static_cast<unsigned>((N + cols - 1) / cols));
+  kernel<<<grid, threads, 0, current_stream()>>>(s.a.data<T>(), s.a.stride(0), rows, s.b.data<T>(), s.b.stride(0),
+                                                 s.b.stride(2), N, K, s.offs.data<int32_t>(), G, s.out.data<O>(),
+                                                 s.out.stride(0));
   KILN_CUDA_CHECK_LAUNCH();
+}
+
+template <class T, class O, int MT, int NT, int WARPS, int U>
+void launch_grouped_rows(const GroupedMmArgs& s) {
+  launch_group_chunks<T, O>(grouped_rows_kernel<T, O, MT, NT, WARPS, U>, WARPS * 32, MT * 16, 8 * NT, s);
 }
 
 
@@ -221,16 +229,7 @@ __global__ void __launch_bounds__(TW * 32)
 
 template <class T, class O, int TW, int NTW>
 void launch_grouped_tile(const GroupedMmArgs& s) {
-  constexpr int kTileCols = TW * NTW * 8;
-  const int64_t rows = s.a.size(0), K = s.a.size(1), N = s.b.size(2);
-  const int G = static_cast<int>(s.offs.size(0));
-  const int64_t slots = (rows + kTileRows - 1) / kTileRows + std::min<int64_t>(G, rows);
-  const dim3 grid(static_cast<unsigned>(std::max<int64_t>(slots, 1)),
-                  static_cast<unsigned>((N + kTileCols - 1) / kTileCols));
-  grouped_tile_kernel<T, O, TW, NTW><<<grid, TW * 32, 0, current_stream()>>>(
-      s.a.data<T>(), s.a.stride(0), rows, s.b.data<T>(), s.b.stride(0), s.b.stride(2), N, K, s.offs.data<int32_t>(),
-      G, s.out.data<O>(), s.out.stride(0));
-  KILN_CUDA_CHECK_LAUNCH();
+  launch_group_chunks<T, O>(grouped_tile_kernel<T, O, TW, NTW>, TW * 32, kTileRows, TW * NTW * 8, s);
 }
 
 // Measured on the H200 (bench.py, 128 experts, 2048 -> 1536): decode (1 token,
@@ -291,12 +290,9 @@ void grouped_generic(const GroupedMmArgs& s) {
 
 bool fits_mma(const GroupedMmArgs& s) {
   if (s.k_by_group() || s.a.dtype() == DType::Float32 || device_arch() < 80) return false;
-  const int64_t es = static_cast<int64_t>(s.a.itemsize());
-  const auto& a = s.a;
-  const auto& b = s.b;
-  return a.stride(1) == 1 && b.stride(1) == 1 && (a.size(1) * es) % 16 == 0 && (a.stride(0) * es) % 16 == 0 &&
-         (b.stride(0) * es) % 16 == 0 && (b.stride(2) * es) % 16 == 0 && (reinterpret_cast<uintptr_t>(a.data_ptr()) & 15) == 0 &&
-         (reinterpret_cast<uintptr_t>(b.data_ptr()) & 15) == 0;
+  // a [T, K] and b [G, K, N] both with k contiguous, whole 16-byte chunks of k
+  return (s.a.size(1) * static_cast<int64_t>(s.a.itemsize())) % 16 == 0 && rows_vector_aligned(s.a, 1) &&
+         rows_vector_aligned(s.b, 1);
 }
 
 }  // namespace

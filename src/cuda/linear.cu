@@ -7,6 +7,7 @@
 // then shared memory; bias and the fp8 dequantisation scale are applied once.
 #include "core/backend.h"
 #include "core/dispatch.h"
+#include "core/vector_rows.h"
 #include "cuda/map.cuh"
 #include "ops/linear.h"
 
@@ -201,12 +202,9 @@ void linear_typed(const LinearArgs& a) {
 
 void linear_rows(const LinearArgs& args) {
   const int64_t K = args.weight.size(1);
-  constexpr size_t kAlign = 16;
   const size_t wv = 16 / args.weight.itemsize();
-  const bool aligned = aligned16(args.weight.data_ptr()) && aligned16(args.x.data_ptr()) &&
-                       K % static_cast<int64_t>(wv) == 0 &&
-                       (args.weight.stride(0) * args.weight.itemsize()) % kAlign == 0 &&
-                       (args.x.stride(0) * args.x.itemsize()) % kAlign == 0;
+  const bool aligned = K % static_cast<int64_t>(wv) == 0 && rows_vector_aligned(args.weight, 1) &&
+                       rows_vector_aligned(args.x, 1);
   KILN_CHECK(args.x.size(0) <= 8, "linear_rows: at most 8 rows, got ", args.x.size(0));
   if (!aligned) {
     // Vector loads need 16-byte rows: an odd K or offset view goes the GEMM way.

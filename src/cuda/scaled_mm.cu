@@ -6,6 +6,7 @@
 // and layouts the 16-byte loads cannot take use the composed float32 form.
 #include "core/backend.h"
 #include "core/dispatch.h"
+#include "core/vector_rows.h"
 #include "cuda/common.h"
 #include "cuda/mma.cuh"
 #include "cuda/scaled_mm_lt.h"
@@ -68,11 +69,8 @@ void launch_rows(const ScaledMmArgs& s) {
 bool use_rows_kernel(const ScaledMmArgs& s) { return s.a.size(0) <= kMaxKernelRows && (s.rowwise() || s.a.size(0) == 1); }
 
 bool rows_fit_kernel(const ScaledMmArgs& s) {
-  auto rows16 = [](const Tensor& t) {
-    return (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15) == 0 && (t.stride(0) * static_cast<int64_t>(t.itemsize())) % 16 == 0;
-  };
-  return use_rows_kernel(s) && device_arch() >= mma_min_arch<Float8_e4m3fn>() && rows16(s.a) &&
-         rows16(s.bt);
+  return use_rows_kernel(s) && device_arch() >= mma_min_arch<Float8_e4m3fn>() && rows_vector_aligned(s.a, 1) &&
+         rows_vector_aligned(s.bt, 1);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/shape.h"
+#include "core/vector_rows.h"
 #include "ops/common.h"
 
 namespace kiln {
@@ -21,12 +22,6 @@ Tensor repeat_heads(const Tensor& t, int64_t groups) {
   return t.unsqueeze(-3).expand(expanded).reshape(merged);
 }
 
-bool rows16(const Tensor& t) {
-  const int64_t es = static_cast<int64_t>(t.itemsize());
-  return t.stride(-1) == 1 && (reinterpret_cast<uintptr_t>(t.data_ptr()) & 15) == 0 &&
-         (t.stride(0) * es) % 16 == 0 && (t.stride(1) * es) % 16 == 0 && (t.stride(2) * es) % 16 == 0;
-}
-
 // One query token per head, no mask, 4-D q [B, Hq, 1, D] and k, v [B, Hkv, S, D]
 // of one batch size, 16-byte rows: the decode kernel's case.
 bool decode_kernel_applies(const Tensor& q, const Tensor& k, const Tensor& v, bool masked, bool is_causal,
@@ -37,7 +32,7 @@ bool decode_kernel_applies(const Tensor& q, const Tensor& k, const Tensor& v, bo
   if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != hkv || hkv == 0 || hq % hkv != 0) return false;
   if (hq != hkv && !enable_gqa) return false;
   if (hq / hkv > 8 || (q.dtype() == DType::Float32 && q.is_cuda())) return false;
-  return rows16(q) && rows16(k) && rows16(v);
+  return rows_vector_aligned(q, 3) && rows_vector_aligned(k, 3) && rows_vector_aligned(v, 3);
 }
 }  // namespace
 
@@ -51,8 +46,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
   check_same_device(op, q, v_in);
   KILN_CHECK(q.dtype() == k_in.dtype() && q.dtype() == v_in.dtype(), op, ": q, k and v must have one dtype, got ",
              dtype_name(q.dtype()), ", ", dtype_name(k_in.dtype()), ", ", dtype_name(v_in.dtype()));
-  KILN_CHECK(q.dtype() == DType::Float32 || q.dtype() == DType::Float16 || q.dtype() == DType::BFloat16, op,
-             ": dtype ", dtype_name(q.dtype()), " is not supported (float32, float16, bfloat16 are)");
+  check_compute_float(op, q);
   KILN_CHECK(q.dim() >= 2 && k_in.dim() >= 2 && v_in.dim() >= 2, op, ": q, k, v need at least 2 dims, got ",
              q.shape(), ", ", k_in.shape(), ", ", v_in.shape());
   const int64_t L = q.size(-2), E = q.size(-1), S = k_in.size(-2);

@@ -18,6 +18,14 @@ inline void check_same_device(const char* op, const Tensor& a, const Tensor& b) 
              a.device().str(), " and ", b.device().str());
 }
 
+// float32, float16, bfloat16: the dtypes ops that compute in float32 take.
+inline bool is_compute_float(DType d) { return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16; }
+// "op: <what> <dtype> is not supported (float32, float16, bfloat16 are)" unless t has one of them.
+inline void check_compute_float(const char* op, const Tensor& t, const char* what = "dtype") {
+  KILN_CHECK(is_compute_float(t.dtype()), op, ": ", what, " ", dtype_name(t.dtype()),
+             " is not supported (float32, float16, bfloat16 are)");
+}
+
 // torch.result_type for two tensors: a 0-d tensor only decides the dtype when
 // its category (bool < integer < float < complex) is higher than the other's.
 inline int dtype_category(DType d) {

@@ -55,8 +55,7 @@ void manual_seed(uint64_t seed) { default_generator() = Generator(seed); }
 namespace {
 Tensor& fill_random(const char* op, RandomKind kind, Tensor& t, double a, double b, Generator* gen) {
   check_defined(op, t);
-  KILN_CHECK(t.dtype() == DType::Float32 || t.dtype() == DType::Float16 || t.dtype() == DType::BFloat16, op,
-             ": dtype ", dtype_name(t.dtype()), " is not supported (float32, float16, bfloat16 are)");
+  check_compute_float(op, t);
   Generator& g = gen ? *gen : default_generator();
   Tensor target = t.is_contiguous() ? t : Tensor::empty(t.shape(), t.dtype(), t.device());
   const uint64_t offset = g.offset;

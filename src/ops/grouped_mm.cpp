@@ -8,17 +8,13 @@
 
 namespace kiln {
 
-namespace {
-bool grouped_float(DType d) { return d == DType::BFloat16 || d == DType::Float16 || d == DType::Float32; }
-}  // namespace
-
 Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs,
                   const std::optional<Tensor>& bias, std::optional<DType> out_dtype) {
   constexpr const char* op = "grouped_mm";
   check_defined(op, a, b);
   check_same_device(op, a, b);
   KILN_CHECK(!bias.has_value() || !bias->defined(), op, ": bias is not supported (PyTorch's grouped_mm rejects it too)");
-  KILN_CHECK(grouped_float(a.dtype()) && a.dtype() == b.dtype(), op,
+  KILN_CHECK(is_compute_float(a.dtype()) && a.dtype() == b.dtype(), op,
              ": a and b must share one dtype of bfloat16, float16, float32; got ", a.dtype(), " and ", b.dtype());
   const DType od = out_dtype.value_or(a.dtype());
   KILN_CHECK(od == a.dtype() || od == DType::Float32, op, ": out_dtype must be the inputs' dtype (", a.dtype(),

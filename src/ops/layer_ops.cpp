@@ -9,16 +9,11 @@
 namespace kiln {
 
 namespace {
-void check_float(const char* op, const Tensor& x) {
-  KILN_CHECK(x.dtype() == DType::Float32 || x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16, op,
-             ": dtype ", x.dtype(), " is not supported (float32, float16, bfloat16 are)");
-}
-
 std::pair<Tensor, Tensor> rms_norm_impl(const Tensor& x, const Tensor* residual, const std::optional<Tensor>& weight,
                                         std::optional<double> eps) {
   constexpr const char* op = "rms_norm";
   check_defined(op, x);
-  check_float(op, x);
+  check_compute_float(op, x);
   KILN_CHECK(x.dim() >= 1, op, ": input must have at least 1 dimension");
   const int64_t N = x.size(-1), M = N == 0 ? 0 : x.numel() / N;
   Tensor w;
@@ -62,7 +57,7 @@ std::pair<Tensor, Tensor> rms_norm_residual(const Tensor& x, const Tensor& resid
 Tensor silu_and_mul(const Tensor& x) {
   constexpr const char* op = "silu_and_mul";
   check_defined(op, x);
-  check_float(op, x);
+  check_compute_float(op, x);
   KILN_CHECK(x.dim() >= 1 && x.size(-1) % 2 == 0, op, ": the last dim must be even (gate and up halves), got shape ",
              x.shape());
   Shape out_shape = x.shape();
@@ -79,7 +74,7 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool 
   check_defined(op, sin);
   check_same_device(op, x, cos);
   check_same_device(op, x, sin);
-  check_float(op, x);
+  check_compute_float(op, x);
   KILN_CHECK(x.dim() == 3, op, ": x must be [tokens, heads, head_dim], got shape ", x.shape());
   const int64_t T = x.size(0), D = x.size(2);
   KILN_CHECK(cos.dtype() == DType::Float32 && sin.dtype() == DType::Float32 && cos.dim() == 2 &&

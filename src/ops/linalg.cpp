@@ -12,9 +12,7 @@ void check_matmul_dtypes(const char* op, const Tensor& a, const Tensor& b) {
   check_same_device(op, a, b);
   KILN_CHECK(a.dtype() == b.dtype(), op, ": expected both operands to have the same dtype, but got ",
              dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
-  const DType d = a.dtype();
-  KILN_CHECK(d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16, op, ": dtype ", dtype_name(d),
-             " is not supported (float32, float16, bfloat16 are)");
+  check_compute_float(op, a);
 }
 
 // a [B, M, K] x b [B, K, N], shapes already checked.

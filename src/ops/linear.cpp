@@ -15,8 +15,6 @@ namespace {
 // the kernel, which reads them without a dequantised copy.
 constexpr int64_t kMaxDecodeRows = 8;
 int64_t max_decode_rows(const Tensor& x, bool fp8) { return x.is_cuda() && !fp8 ? 1 : kMaxDecodeRows; }
-
-bool is_gemm_float(DType d) { return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16; }
 }  // namespace
 
 Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& scale, const Tensor& b) {
@@ -31,7 +29,7 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& scale, c
 
 std::pair<Tensor, Tensor> quantize_fp8_rows(const Tensor& w) {
   check_defined("quantize_fp8_rows", w);
-  KILN_CHECK(is_gemm_float(w.dtype()) && w.dim() == 2, "quantize_fp8_rows: w must be a 2-D float32, float16 or "
+  KILN_CHECK(is_compute_float(w.dtype()) && w.dim() == 2, "quantize_fp8_rows: w must be a 2-D float32, float16 or "
              "bfloat16 [out_features, in_features] weight, got ", w.dtype(), " ", w.shape());
   const Tensor wf = w.to(DType::Float32);
   Tensor amax_rows = amax(abs(wf), {1}, true);                   // [N, 1]
@@ -44,8 +42,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
               const std::optional<Tensor>& weight_scale) {
   check_defined("linear", x, weight);
   check_same_device("linear", x, weight);
-  KILN_CHECK(is_gemm_float(x.dtype()), "linear: input dtype ", dtype_name(x.dtype()),
-             " is not supported (float32, float16, bfloat16 are)");
+  check_compute_float("linear", x, "input dtype");
   KILN_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got shape ", weight.shape());
   KILN_CHECK(x.dim() >= 1, "linear: input must have at least 1 dimension, got a 0-d tensor");
   const int64_t N = weight.size(0), K = weight.size(1);

@@ -39,9 +39,7 @@ MoeRouting moe_route(const Tensor& logits, int64_t k, RouterScoring scoring, con
   constexpr const char* op = "moe_route";
   check_defined(op, logits);
   KILN_CHECK(logits.dim() == 2, op, ": logits must be [tokens, experts], got shape ", logits.shape());
-  KILN_CHECK(logits.dtype() == DType::Float32 || logits.dtype() == DType::Float16 ||
-                 logits.dtype() == DType::BFloat16,
-             op, ": logits dtype ", logits.dtype(), " is not supported (float32, float16, bfloat16 are)");
+  check_compute_float(op, logits, "logits dtype");
   const int64_t T = logits.size(0), E = logits.size(1);
   KILN_CHECK(E >= 1 && E <= 1024, op, ": 1 to 1024 experts are supported, got ", E);
   KILN_CHECK(k >= 1 && k <= std::min<int64_t>(E, 32), op, ": k = ", k, " must be in [1, ", std::min<int64_t>(E, 32),
@@ -79,8 +77,7 @@ Tensor moe_combine(const Tensor& y, const MoeRouting& r) {
   check_defined(op, r.weights, r.sorted_pos);
   check_same_device(op, y, r.weights);
   check_same_device(op, y, r.sorted_pos);
-  KILN_CHECK(y.dtype() == DType::Float32 || y.dtype() == DType::Float16 || y.dtype() == DType::BFloat16, op,
-             ": expert_out dtype ", y.dtype(), " is not supported (float32, float16, bfloat16 are)");
+  check_compute_float(op, y, "expert_out dtype");
   KILN_CHECK(r.weights.dim() == 2 && r.weights.dtype() == DType::Float32 && r.sorted_pos.dtype() == DType::Int32 &&
                  r.sorted_pos.shape() == r.weights.shape(),
              op, ": routing weights must be float32 [T, k] and sorted_pos int32 of the same shape, got ",

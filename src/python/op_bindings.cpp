@@ -33,6 +33,17 @@ std::optional<DType> opt_dtype(py::handle d) {
 }
 
 // (values, indices) as torch's return_types: attribute access and tuple unpacking.
+// Runs f, which returns two tensors, without the GIL; the pair as a Python tuple.
+template <class F>
+py::tuple pair_without_gil(F&& f) {
+  std::pair<Tensor, Tensor> r;
+  {
+    py::gil_scoped_release release;
+    r = f();
+  }
+  return py::make_tuple(r.first, r.second);
+}
+
 py::object values_indices(const std::pair<Tensor, Tensor>& r) {
   static py::object nt = py::module_::import("collections").attr("namedtuple")("values_indices", "values indices");
   return nt(r.first, r.second);
@@ -231,14 +242,8 @@ void bind_ops(py::module_& m) {
     py::gil_scoped_release release;
     return grouped_mm(a, b, offs, bias, od);
   }, arg("mat_a"), arg("mat_b"), arg("offs") = none, arg("bias") = none, arg("out_dtype") = none);
-  m.def("quantize_fp8_rows", [](const Tensor& w) {
-    std::pair<Tensor, Tensor> r;
-    {
-      py::gil_scoped_release release;
-      r = quantize_fp8_rows(w);
-    }
-    return py::make_tuple(r.first, r.second);
-  }, arg("weight"));
+  m.def("quantize_fp8_rows", [](const Tensor& w) { return pair_without_gil([&] { return quantize_fp8_rows(w); }); },
+        arg("weight"));
   for (bool log : {false, true}) {
     auto f = [log](const Tensor& x, int64_t dim, py::object dtype) {
       return log ? log_softmax(x, dim, opt_dtype(dtype)) : softmax(x, dim, opt_dtype(dtype));
@@ -289,12 +294,7 @@ void bind_ops(py::module_& m) {
     return rms_norm(x, w, eps);
   }, arg("input"), arg("normalized_shape"), arg("weight") = none, arg("eps") = none);
   m.def("rms_norm_residual", [](const Tensor& x, const Tensor& r, const Tensor& w, double eps) {
-    std::pair<Tensor, Tensor> ys;
-    {
-      py::gil_scoped_release release;
-      ys = rms_norm_residual(x, r, w, eps);
-    }
-    return py::make_tuple(ys.first, ys.second);
+    return pair_without_gil([&] { return rms_norm_residual(x, r, w, eps); });
   }, arg("input"), arg("residual"), arg("weight"), arg("eps"));
   m.def("silu_and_mul", &silu_and_mul, arg("input"), py::call_guard<py::gil_scoped_release>());
   m.def("apply_rotary", &apply_rotary, arg("input"), arg("cos"), arg("sin"), arg("interleaved") = false,
