@@ -4,13 +4,25 @@
 #include <math.h>
 
 #include "core/philox.h"
+#include "kiln/scalar_types.h"
 
 namespace kiln::philox {
 
-// Uniform: element i takes lane i%4 of block (offset/4 + i/4).
-KILN_HD float uniform_at(uint64_t seed, uint64_t offset, int64_t i, float low, float high) {
+// Uniform: element i takes lane i%4 of block (offset/4 + i/4). The draw keeps only as many
+// bits as T has significand digits (as PyTorch does), so every value in [0, 1) is exact in T;
+// a value that rounding in low + (high - low) * u still carries up to `high` becomes `low`,
+// so the result stays in [low, high).
+template <class T> inline constexpr int significand_digits = 24;  // float
+template <> inline constexpr int significand_digits<Half> = 11;
+template <> inline constexpr int significand_digits<BFloat16> = 8;
+
+template <class T>
+KILN_HD T uniform_at(uint64_t seed, uint64_t offset, int64_t i, float low, float high) {
+  constexpr int kDigits = significand_digits<T>;
   const U4 r = philox4x32_10(offset / 4 + static_cast<uint64_t>(i) / 4, 0, seed);
-  return low + (high - low) * to_unit_float(r.x[i & 3]);
+  const float unit = static_cast<float>(r.x[i & 3] >> (32 - kDigits)) * (1.0f / static_cast<float>(1u << kDigits));
+  const T value = T(low + (high - low) * unit);
+  return static_cast<float>(value) >= high ? T(low) : value;
 }
 
 // Normal by Box-Muller: elements 2j and 2j+1 share block (offset/4 + j) and take

@@ -4,6 +4,7 @@
 #include "core/backend.h"
 #include "core/convert.h"
 #include "cpu/loops.h"
+#include "cpu/simd.h"
 
 namespace kiln::cpu {
 
@@ -38,6 +39,8 @@ void copy(const Tensor& dst, const Tensor& src, bool saturate) {
             return;
           }
         }
+        // the casts of model weights and activations run through Highway
+        if (st[0] == 1 && st[1] == 1 && simd::cast_run(dst.dtype(), dp, src.dtype(), sp, n, saturate)) return;
         for (int64_t i = 0; i < n; ++i) dp[i * st[0]] = detail::convert<D>(sp[i * st[1]], saturate);
       });
     });

@@ -12,8 +12,8 @@ void random(RandomKind kind, const Tensor& out, double a, double b, uint64_t see
     const float fa = static_cast<float>(a), fb = static_cast<float>(b);
     parallel_for(out.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i)
-        p[i] = T(kind == RandomKind::Uniform ? philox::uniform_at(seed, offset, i, fa, fb)
-                                             : philox::normal_at(seed, offset, i, fa, fb));
+        p[i] = kind == RandomKind::Uniform ? philox::uniform_at<T>(seed, offset, i, fa, fb)
+                                           : T(philox::normal_at(seed, offset, i, fa, fb));
     });
   });
 }

@@ -102,22 +102,34 @@ void merge(ReduceOp op, Acc<A>& s, const Acc<A>& y) {
   }
 }
 
-// The state over row[0, n), indices counted from `base`. Sums of float types run
-// through Highway (16-bit floats widened in L1-sized chunks).
+// The state over row[0, n), indices counted from `base`. Sums, and max/min
+// without an index, of float types run through Highway (16-bit floats widened
+// in L1-sized chunks).
 template <class T, class A>
-Acc<A> row_acc(ReduceOp op, const T* row, int64_t n, int64_t base) {
+Acc<A> row_acc(ReduceOp op, const T* row, int64_t n, int64_t base, bool with_index) {
   Acc<A> s{identity<A>(op)};
   s.idx = base;  // the first element's index, kept when no element beats the identity (all -inf, say)
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    if (op == ReduceOp::Sum || op == ReduceOp::Mean) {
+    const bool sum = op == ReduceOp::Sum || op == ReduceOp::Mean;
+    const bool extreme = !with_index && (op == ReduceOp::Max || op == ReduceOp::Min) && n > 0;
+    if (sum || extreme) {
+      // folds a float32 chunk into s
+      auto fold = [&](const float* p, int64_t m) {
+        if (sum) {
+          s.v += simd::sum_f32(p, static_cast<size_t>(m));
+        } else {
+          const float e = simd::extreme_f32(op == ReduceOp::Max, p, static_cast<size_t>(m));
+          if (beats(op, static_cast<A>(e), s.v)) s.v = e;
+        }
+      };
       if constexpr (std::is_same_v<T, float>) {
-        s.v = simd::sum_f32(row, static_cast<size_t>(n));
+        fold(row, n);
       } else {
         alignas(64) float buf[kStageChunk];
         for (int64_t b = 0; b < n; b += kStageChunk) {
           const int64_t m = std::min(kStageChunk, n - b);
           widen(row + b, buf, m);
-          s.v += simd::sum_f32(buf, static_cast<size_t>(m));
+          fold(buf, m);
         }
       }
       return s;
@@ -162,7 +174,8 @@ void reduce_typed(const ReduceArgs& args) {
         std::vector<Acc<A>> acc(static_cast<size_t>(parts));
         parallel_for(parts, 1, [&](int64_t b, int64_t e) {
           for (int64_t c = b; c < e; ++c)
-            acc[c] = row_acc<T, A>(op, row + c * kStretch, std::min(kStretch, R - c * kStretch), c * kStretch);
+            acc[c] = row_acc<T, A>(op, row + c * kStretch, std::min(kStretch, R - c * kStretch), c * kStretch,
+                                   out_idx != nullptr);
         });
         Acc<A> s = acc[0];
         for (int64_t c = 1; c < parts; ++c) merge(op, s, acc[c]);
@@ -171,7 +184,7 @@ void reduce_typed(const ReduceArgs& args) {
       return;
     }
     parallel_for(M, std::max<int64_t>(1, kParallelGrain / std::max<int64_t>(R, 1)), [&](int64_t b, int64_t e) {
-      for (int64_t m = b; m < e; ++m) finish(m, row_acc<T, A>(op, x + offset_of(kept, m), R, 0));
+      for (int64_t m = b; m < e; ++m) finish(m, row_acc<T, A>(op, x + offset_of(kept, m), R, 0, out_idx != nullptr));
     });
     return;
   }

@@ -155,25 +155,136 @@ void DotRowsBF16(const uint16_t* HWY_RESTRICT w_bits, const float* HWY_RESTRICT 
   dot_rows(load, [w](size_t j) { return hwy::F32FromBF16(w[j]); }, x, x_stride, rows, k, acc);
 }
 
-// float8_e4m3fn weights decoded in registers with integer ops: normals move their
-// 7 magnitude bits under float's exponent and add the bias difference (120);
-// subnormals (exponent 0) are m * 2^-9; 0x7f/0xff are NaN. No float subnormal
-// is ever formed (on x86 those cost a microcode assist each).
+// float8_e4m3fn codes (L of them from p) decoded in registers with integer ops:
+// normals move their 7 magnitude bits under float's exponent and add the bias
+// difference (120); subnormals (exponent 0) are m * 2^-9; 0x7f/0xff are NaN. No
+// float subnormal is ever formed (on x86 those cost a microcode assist each).
+template <class D>
+HWY_INLINE hn::Vec<D> load_e4m3(D d, const uint8_t* HWY_RESTRICT p) {
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint8_t, D> d8;
+  const auto b = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(d8, p)));
+  const auto mag = hn::And(b, hn::Set(di, 0x7f));
+  const auto normal = hn::BitCast(d, hn::Add(hn::ShiftLeft<20>(mag), hn::Set(di, 120 << 23)));
+  const auto sub = hn::Mul(hn::ConvertTo(d, mag), hn::Set(d, 0.001953125f));  // 2^-9
+  auto v = hn::IfThenElse(hn::RebindMask(d, hn::Lt(mag, hn::Set(di, 8))), sub, normal);
+  v = hn::Or(v, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(di, 0x80)))));  // sign
+  return hn::IfThenElse(hn::RebindMask(d, hn::Eq(mag, hn::Set(di, 0x7f))),
+                        hn::Set(d, std::numeric_limits<float>::quiet_NaN()), v);
+}
+
 void DotRowsE4M3(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,
                  float* HWY_RESTRICT acc) {
-  auto load = [w](auto d, size_t i) {
-    const hn::RebindToSigned<decltype(d)> di;
-    const hn::Rebind<uint8_t, decltype(d)> d8;
-    const auto b = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<decltype(d)>(), hn::LoadU(d8, w + i)));
-    const auto mag = hn::And(b, hn::Set(di, 0x7f));
-    const auto normal = hn::BitCast(d, hn::Add(hn::ShiftLeft<20>(mag), hn::Set(di, 120 << 23)));
-    const auto sub = hn::Mul(hn::ConvertTo(d, mag), hn::Set(d, 0.001953125f));  // 2^-9
-    auto v = hn::IfThenElse(hn::RebindMask(d, hn::Lt(mag, hn::Set(di, 8))), sub, normal);
-    v = hn::Or(v, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(di, 0x80)))));  // sign
-    return hn::IfThenElse(hn::RebindMask(d, hn::Eq(mag, hn::Set(di, 0x7f))),
-                          hn::Set(d, std::numeric_limits<float>::quiet_NaN()), v);
+  dot_rows([w](auto d, size_t i) { return load_e4m3(d, w + i); },
+           [w](size_t j) { return kiln::bits::e4m3fn_to_f32(w[j]); }, x, x_stride, rows, k, acc);
+}
+
+// ---- casts: the rules of kiln::bits (scalar_types.h) in integer lanes, bit for bit ----
+using DF = hn::ScalableTag<float>;
+using DI = hn::RebindToSigned<DF>;
+using DU = hn::RebindToUnsigned<DF>;
+
+// float32 bits -> bfloat16 bits in the low half of each lane (nearest even, NaN 0x7fc0).
+HWY_INLINE hn::Vec<DI> bf16_codes(hn::Vec<DU> x) {
+  const DU du;
+  const DI di;
+  const auto rounded = hn::ShiftRight<16>(hn::Add(x, hn::Add(hn::Set(du, 0x7fffu), hn::And(hn::ShiftRight<16>(x), hn::Set(du, 1u)))));
+  const auto mag = hn::BitCast(di, hn::And(x, hn::Set(du, 0x7fffffffu)));
+  return hn::IfThenElse(hn::Gt(mag, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7fc0), hn::BitCast(di, rounded));
+}
+
+// float32 bits -> float8_e4m3fn codes in the low byte of each lane.
+HWY_INLINE hn::Vec<DI> e4m3_codes(hn::Vec<DU> x, bool saturate) {
+  const DF df;
+  const DI di;
+  const auto sign = hn::And(hn::BitCast(di, hn::ShiftRight<24>(x)), hn::Set(di, 0x80));
+  const auto a = hn::BitCast(di, hn::And(x, hn::Set(hn::RebindToUnsigned<DF>(), 0x7fffffffu)));
+  // below 2^-6: adding 2^14 lets the FPU round to the subnormal unit 2^-9
+  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 16384.0f))), hn::Set(di, 141 << 23));
+  const auto odd = hn::And(hn::ShiftRight<20>(a), hn::Set(di, 1));
+  const auto normal = hn::ShiftRight<20>(hn::Add(hn::Add(a, hn::Set(di, -(120 << 23) + 0x7ffff)), odd));
+  auto code = hn::IfThenElse(hn::Lt(a, hn::Set(di, 121 << 23)), sub, normal);
+  code = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x43e80000)), hn::Set(di, saturate ? 0x7e : 0x7f), code);  // > 464
+  code = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7f), code);                     // NaN
+  return hn::Or(code, sign);
+}
+
+HWY_INLINE hn::Vec<DU> load_f32_bits(const float* p) { return hn::BitCast(DU(), hn::LoadU(DF(), p)); }
+HWY_INLINE hn::Vec<DU> load_bf16_bits(const uint16_t* p) {
+  return hn::ShiftLeft<16>(hn::PromoteTo(DU(), hn::LoadU(hn::Rebind<uint16_t, DU>(), p)));
+}
+HWY_INLINE void store_u16(hn::Vec<DI> codes, uint16_t* p) { hn::StoreU(hn::DemoteTo(hn::Rebind<uint16_t, DI>(), codes), hn::Rebind<uint16_t, DI>(), p); }
+HWY_INLINE void store_u8(hn::Vec<DI> codes, uint8_t* p) { hn::StoreU(hn::DemoteTo(hn::Rebind<uint8_t, DI>(), codes), hn::Rebind<uint8_t, DI>(), p); }
+
+// Whole vectors through `vec(i)`, the rest through `one(i)`.
+template <class Vec, class One>
+HWY_INLINE void cast_loop(size_t n, Vec vec, One one) {
+  const size_t L = hn::Lanes(DF());
+  size_t i = 0;
+  for (; i + L <= n; i += L) vec(i);
+  for (; i < n; ++i) one(i);
+}
+
+bool CastRun(DType dst, void* HWY_RESTRICT out, DType src, const void* HWY_RESTRICT in, size_t n, bool saturate) {
+  namespace kb = kiln::bits;
+  const auto* f32 = static_cast<const float*>(in);
+  const auto* u16 = static_cast<const uint16_t*>(in);
+  const auto* u8 = static_cast<const uint8_t*>(in);
+  if (dst == DType::BFloat16 && src == DType::Float32) {
+    auto* o = static_cast<uint16_t*>(out);
+    cast_loop(n, [&](size_t i) { store_u16(bf16_codes(load_f32_bits(f32 + i)), o + i); },
+              [&](size_t i) { o[i] = kb::bf16_from_f32(f32[i]); });
+  } else if (dst == DType::Float32 && src == DType::BFloat16) {
+    auto* o = static_cast<float*>(out);
+    cast_loop(n, [&](size_t i) { hn::StoreU(hn::BitCast(DF(), load_bf16_bits(u16 + i)), DF(), o + i); },
+              [&](size_t i) { o[i] = kb::bf16_to_f32(u16[i]); });
+  } else if (dst == DType::Float8_e4m3fn && src == DType::Float32) {
+    auto* o = static_cast<uint8_t*>(out);
+    cast_loop(n, [&](size_t i) { store_u8(e4m3_codes(load_f32_bits(f32 + i), saturate), o + i); },
+              [&](size_t i) { o[i] = kb::e4m3fn_from_f32(f32[i], saturate); });
+  } else if (dst == DType::Float8_e4m3fn && src == DType::BFloat16) {
+    auto* o = static_cast<uint8_t*>(out);
+    cast_loop(n, [&](size_t i) { store_u8(e4m3_codes(load_bf16_bits(u16 + i), saturate), o + i); },
+              [&](size_t i) { o[i] = kb::e4m3fn_from_f32(kb::bf16_to_f32(u16[i]), saturate); });
+  } else if (dst == DType::Float32 && src == DType::Float8_e4m3fn) {
+    auto* o = static_cast<float*>(out);
+    cast_loop(n, [&](size_t i) { hn::StoreU(load_e4m3(DF(), u8 + i), DF(), o + i); },
+              [&](size_t i) { o[i] = kb::e4m3fn_to_f32(u8[i]); });
+  } else if (dst == DType::BFloat16 && src == DType::Float8_e4m3fn) {
+    auto* o = static_cast<uint16_t*>(out);
+    cast_loop(n, [&](size_t i) { store_u16(bf16_codes(hn::BitCast(DU(), load_e4m3(DF(), u8 + i))), o + i); },
+              [&](size_t i) { o[i] = kb::bf16_from_f32(kb::e4m3fn_to_f32(u8[i])); });
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// max (is_max) or min of in[0, n); NaN when any element is NaN, as torch.amax.
+float ExtremeF32(bool is_max, const float* HWY_RESTRICT in, size_t n) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const float init = is_max ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
+  auto e0 = hn::Set(d, init), e1 = e0;
+  auto nan = hn::Zero(d);  // all-ones lanes where a NaN was seen
+  auto fold = [&](auto& e, auto v) {
+    e = is_max ? hn::Max(e, v) : hn::Min(e, v);
+    nan = hn::Or(nan, hn::VecFromMask(d, hn::IsNaN(v)));  // (Ne is an ordered compare)
   };
-  dot_rows(load, [w](size_t j) { return kiln::bits::e4m3fn_to_f32(w[j]); }, x, x_stride, rows, k, acc);
+  size_t i = 0;
+  for (; i + 2 * L <= n; i += 2 * L) {
+    fold(e0, hn::LoadU(d, in + i));
+    fold(e1, hn::LoadU(d, in + i + L));
+  }
+  for (; i + L <= n; i += L) fold(e0, hn::LoadU(d, in + i));
+  auto e = is_max ? hn::Max(e0, e1) : hn::Min(e0, e1);
+  float r = hn::GetLane(is_max ? hn::MaxOfLanes(d, e) : hn::MinOfLanes(d, e));
+  const bool any_nan = !hn::AllTrue(d, hn::Eq(nan, hn::Zero(d)));
+  for (; i < n; ++i) {
+    if (in[i] != in[i]) return std::numeric_limits<float>::quiet_NaN();
+    r = is_max ? std::max(r, in[i]) : std::min(r, in[i]);
+  }
+  return any_nan ? std::numeric_limits<float>::quiet_NaN() : r;
 }
 
 }  // namespace kiln::cpu::simd::HWY_NAMESPACE
@@ -187,6 +298,8 @@ HWY_EXPORT(SumF32);
 HWY_EXPORT(DotRowsF32);
 HWY_EXPORT(DotRowsBF16);
 HWY_EXPORT(DotRowsE4M3);
+HWY_EXPORT(CastRun);
+HWY_EXPORT(ExtremeF32);
 
 bool unary_f32(UnaryOp op, const float* in, float* out, size_t n) {
   return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, in, out, n);
@@ -205,5 +318,9 @@ void dot_rows_bf16(const uint16_t* w, const float* x, size_t x_stride, int rows,
 void dot_rows_e4m3(const uint8_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
   HWY_DYNAMIC_DISPATCH(DotRowsE4M3)(w, x, x_stride, rows, k, acc);
 }
+bool cast_run(DType dst, void* out, DType src, const void* in, size_t n, bool saturate) {
+  return HWY_DYNAMIC_DISPATCH(CastRun)(dst, out, src, in, n, saturate);
+}
+float extreme_f32(bool is_max, const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(ExtremeF32)(is_max, in, n); }
 }  // namespace kiln::cpu::simd
 #endif

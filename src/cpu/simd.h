@@ -22,4 +22,10 @@ void dot_rows_bf16(const uint16_t* w, const float* x, size_t x_stride, int rows,
 // The same with float8_e4m3fn weights (their bits), decoded in registers.
 void dot_rows_e4m3(const uint8_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
 
+// Contiguous casts among float32, bfloat16 and float8_e4m3fn, bit-exact with the
+// scalar rules of kiln::bits; false (nothing written) for any other pair.
+bool cast_run(DType dst, void* out, DType src, const void* in, size_t n, bool saturate);
+// max (is_max) or min of n >= 1 floats; NaN when any is NaN.
+float extreme_f32(bool is_max, const float* in, size_t n);
+
 }  // namespace kiln::cpu::simd

@@ -80,6 +80,62 @@ bool try_transpose(const Tensor& dst, const Tensor& src) {
   return true;
 }
 
+// Casts to float8_e4m3fn, 16 elements a thread: when no element of the group
+// exceeds 448 in magnitude (nor is NaN), Hopper's paired cvt.satfinite rounds
+// two at a time and nothing else needs checking; other groups take the
+// per-element rule. The per-element path alone is issue-bound at ~80% of the
+// copy bandwidth on the H200; this one runs at the copy rate.
+template <class S, bool kSaturate>
+__global__ void __launch_bounds__(kThreads) cast_to_e4m3(int64_t groups, const S* __restrict__ in,
+                                                         uint8_t* __restrict__ out) {
+  const int64_t g = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
+  if (g >= groups) return;
+  constexpr int kPer = 16 / sizeof(S);  // elements per 16-byte load
+  float f[16];
+#pragma unroll
+  for (int c = 0; c < 16 / kPer; ++c) {
+    const Pack<S, kPer> p = reinterpret_cast<const Pack<S, kPer>*>(in + g * 16)[c];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) f[c * kPer + k] = static_cast<float>(p.v[k]);
+  }
+  Pack<uint8_t, 16> y;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  uint32_t largest = 0;
+#pragma unroll
+  for (int k = 0; k < 16; ++k) largest = ::max(largest, __float_as_uint(f[k]) & 0x7fffffffu);
+  if (largest <= 0x43e00000u) {  // |x| <= 448 everywhere: no overflow, no NaN
+#pragma unroll
+    for (int k = 0; k < 16; k += 2) {
+      uint16_t two;
+      asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(two) : "f"(f[k + 1]), "f"(f[k]));
+      y.v[k] = static_cast<uint8_t>(two & 0xffu);
+      y.v[k + 1] = static_cast<uint8_t>(two >> 8);
+    }
+    reinterpret_cast<Pack<uint8_t, 16>*>(out)[g] = y;
+    return;
+  }
+#endif
+#pragma unroll
+  for (int k = 0; k < 16; ++k) y.v[k] = bits::e4m3fn_from_f32(f[k], kSaturate);
+  reinterpret_cast<Pack<uint8_t, 16>*>(out)[g] = y;
+}
+
+// The fast e4m3 cast for contiguous, 16-byte aligned float32/float16/bfloat16
+// data whose length is a multiple of 16; false when it does not apply.
+template <class S>
+bool try_cast_to_e4m3(const Tensor& d, const Tensor& s, bool saturate) {
+  if (s.numel() % 16 != 0 || !aligned16(s.data_ptr()) || !aligned16(d.data_ptr())) return false;
+  const int64_t groups = s.numel() / 16;
+  if (groups == 0) return true;
+  const auto* in = static_cast<const S*>(s.data_ptr());
+  auto* out = static_cast<uint8_t*>(d.data_ptr());
+  const unsigned grid = grid_all(groups, kThreads);
+  if (saturate) cast_to_e4m3<S, true><<<grid, kThreads, 0, current_stream()>>>(groups, in, out);
+  else cast_to_e4m3<S, false><<<grid, kThreads, 0, current_stream()>>>(groups, in, out);
+  KILN_CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 void raw_copy(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   if (dst.is_contiguous() && src.is_contiguous() && dst.shape() == src.shape() &&
@@ -133,6 +189,10 @@ void copy(const Tensor& dst, const Tensor& src, bool saturate) {
     using D = typename decltype(dtag)::type;
     detail::dispatch_real(s.dtype(), "copy", [&](auto stag) {
       using S = typename decltype(stag)::type;
+      if constexpr (std::is_same_v<D, Float8_e4m3fn> &&
+                    (std::is_same_v<S, float> || std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>)) {
+        if (try_cast_to_e4m3<S>(d, s, saturate)) return;
+      }
       launch_flat1<D, S>(d, s, CastFn<D, S>{saturate});
     });
   });

@@ -10,7 +10,7 @@ template <class T>
 __global__ void random_kernel(T* out, int64_t n, bool normal, float a, float b, uint64_t seed, uint64_t offset) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n; i += stride)
-    out[i] = T(normal ? philox::normal_at(seed, offset, i, a, b) : philox::uniform_at(seed, offset, i, a, b));
+    out[i] = normal ? T(philox::normal_at(seed, offset, i, a, b)) : philox::uniform_at<T>(seed, offset, i, a, b);
 }
 }  // namespace
 

@@ -9,9 +9,14 @@
 //  - columns (kept elements contiguous, reduced index strided, as sum(dim=0)):
 //    a 32 x 8 block, each thread V adjacent outputs with vector loads, the 8
 //    row groups combined in shared memory.
-// Either splits R across blocks when M alone cannot fill the GPU; a second
-// small kernel combines the partials. Anything else is made contiguous first.
+// Either splits R across blocks when M alone cannot fill the GPU. The blocks
+// write partials, and the last of a column's blocks to finish (a ticket counter
+// per blockIdx.x, which that block resets) folds them, so one kernel does the
+// whole reduction; while a graph is being captured a second small kernel folds
+// them instead. Anything else is made contiguous first.
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <limits>
 
 #include "core/dispatch.h"
@@ -108,17 +113,40 @@ __device__ __forceinline__ void finish(Acc<A, IDX> a, float scale, T* out, int64
   if constexpr (IDX) out_idx[m] = a.i;
 }
 
-template <class T, ReduceOp OP, bool IDX, class A = acc_t<T>>
-__device__ __forceinline__ void emit(const Work& w, Acc<A, IDX> acc, int64_t m, int64_t split, T* out,
-                                     int64_t* out_idx, Acc<A, IDX>* partial) {
-  if (w.splits == 1) finish(acc, w.scale, out, out_idx, m);
-  else partial[m * w.splits + split] = acc;
+// In every thread: whether this block is the last of the gridDim.y blocks of
+// its column to arrive, after which the partials of all of them are visible.
+__device__ __forceinline__ bool last_of_column(unsigned* tickets) {
+  __shared__ bool last;
+  __threadfence();  // this thread's partials before the ticket
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    last = atomicAdd(&tickets[blockIdx.x], 1u) == gridDim.y - 1;
+    if (last) tickets[blockIdx.x] = 0;  // ready for the next reduction on this stream
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
+// Joins the TPR threads of each row; the result is valid in lane 0 of the row.
+template <ReduceOp OP, int TPR, class A, bool IDX>
+__device__ __forceinline__ Acc<A, IDX> join_row(Acc<A, IDX> acc) {
+  acc = warp_reduce<OP>(acc);
+  if constexpr (TPR == 256) {
+    __shared__ Acc<A, IDX> warp_acc[8];
+    __syncthreads();  // an earlier join's readers are done
+    if (threadIdx.x % 32 == 0) warp_acc[threadIdx.x / 32] = acc;
+    __syncthreads();
+    acc = threadIdx.x < 8 ? warp_acc[threadIdx.x] : identity<OP, A, IDX>();
+    if (threadIdx.x < 32) acc = warp_reduce<OP>(acc);
+  }
+  return acc;
 }
 
 // TPR threads per row; a block of 256 covers 256 / TPR rows.
 template <class T, ReduceOp OP, bool IDX, int V, int TPR>
 __global__ void __launch_bounds__(256) reduce_rows(Work w, StridedLayout<1> rows, const T* __restrict__ in, T* out,
-                                                   int64_t* out_idx, Acc<acc_t<T>, IDX>* partial) {
+                                                   int64_t* out_idx, Acc<acc_t<T>, IDX>* partial, unsigned* tickets) {
   using A = acc_t<T>;
   constexpr int kRowsPerBlock = 256 / TPR;
   const int lane = threadIdx.x % TPR;
@@ -149,24 +177,26 @@ __global__ void __launch_bounds__(256) reduce_rows(Work w, StridedLayout<1> rows
       for (int k = 0; k < V; ++k) acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(p.v[k]), r + k));
     }
   }
-  acc = warp_reduce<OP>(acc);
-  if constexpr (TPR == 256) {
-    __shared__ Acc<A, IDX> warp_acc[8];
-    if (threadIdx.x % 32 == 0) warp_acc[threadIdx.x / 32] = acc;
-    __syncthreads();
-    if (threadIdx.x >= 32) return;
-    acc = threadIdx.x < 8 ? warp_acc[threadIdx.x] : identity<OP, A, IDX>();
-    acc = warp_reduce<OP>(acc);
+  acc = join_row<OP, TPR>(acc);
+  const bool owner = lane == 0 && m < w.M;
+  if (w.splits == 1) {
+    if (owner) finish(acc, w.scale, out, out_idx, m);
+    return;
   }
-  if (lane != 0 || m >= w.M) return;
-  emit<T, OP, IDX>(w, acc, m, split, out, out_idx, partial);
+  if (owner) partial[split * w.M + m] = acc;
+  if (tickets == nullptr || !last_of_column(tickets)) return;
+  acc = identity<OP, A, IDX>();
+  if (m < w.M)
+    for (int64_t s = lane; s < w.splits; s += TPR) acc = combine<OP>(acc, partial[s * w.M + m]);
+  acc = join_row<OP, TPR>(acc);
+  if (owner) finish(acc, w.scale, out, out_idx, m);
 }
 
 // Kept elements contiguous: threadIdx.x covers V adjacent outputs each,
 // threadIdx.y (8) interleaves the reduced index; shared memory joins the 8.
 template <class T, ReduceOp OP, bool IDX, int V>
 __global__ void __launch_bounds__(256) reduce_cols(Work w, StridedLayout<1> red, const T* __restrict__ in, T* out,
-                                                   int64_t* out_idx, Acc<acc_t<T>, IDX>* partial) {
+                                                   int64_t* out_idx, Acc<acc_t<T>, IDX>* partial, unsigned* tickets) {
   using A = acc_t<T>;
   const int64_t m0 = (static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x) * V;
   const int64_t split = blockIdx.y;
@@ -174,40 +204,70 @@ __global__ void __launch_bounds__(256) reduce_cols(Work w, StridedLayout<1> red,
   Acc<A, IDX> acc[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) acc[k] = identity<OP, A, IDX>();
+  const auto load = [&](int64_t off) {
+    if constexpr (V > 1) return *reinterpret_cast<const Pack<T, V>*>(in + off + m0);
+    else return Pack<T, 1>{{in[off + m0]}};
+  };
+  const auto add = [&](const Pack<T, V>& p, int64_t r) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] = combine<OP>(acc[k], make<A, IDX>(static_cast<A>(p.v[k]), r));
+  };
   if (m0 < w.M) {
-    const bool one_dim = red.ndim <= 1;
-    const int64_t rs = red.ndim == 1 ? red.strides[0][0] : 0;
-#pragma unroll 4
-    for (int64_t r = begin + threadIdx.y; r < end; r += 8) {
-      int64_t off;
-      if (one_dim) {
-        off = r * rs;
-      } else {
+    int64_t r = begin + threadIdx.y;
+    if (red.ndim <= 1) {
+      // one reduced stride: kColUnroll independent loads in flight per thread
+      constexpr int kColUnroll = 4;
+      const int64_t rs = red.ndim == 1 ? red.strides[0][0] : 0;
+      for (; r + (kColUnroll - 1) * 8 < end; r += kColUnroll * 8) {
+        Pack<T, V> p[kColUnroll];
+#pragma unroll
+        for (int u = 0; u < kColUnroll; ++u) p[u] = load((r + u * 8) * rs);
+#pragma unroll
+        for (int u = 0; u < kColUnroll; ++u) add(p[u], r + u * 8);
+      }
+      for (; r < end; r += 8) add(load(r * rs), r);
+    } else {
+      for (; r < end; r += 8) {
         int64_t o[1];
         red.offsets(r, o);
-        off = o[0];
-      }
-      if constexpr (V > 1) {
-        const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(in + off + m0);
-#pragma unroll
-        for (int k = 0; k < V; ++k) acc[k] = combine<OP>(acc[k], make<A, IDX>(static_cast<A>(p.v[k]), r));
-      } else {
-        acc[0] = combine<OP>(acc[0], make<A, IDX>(static_cast<A>(in[off + m0]), r));
+        add(load(o[0]), r);
       }
     }
   }
+  // joins the 8 row groups; the result is valid where threadIdx.y == 0
   __shared__ Acc<A, IDX> sh[8][32 * V];
+  const auto join_y = [&] {
+    __syncthreads();  // an earlier join's readers are done
 #pragma unroll
-  for (int k = 0; k < V; ++k) sh[threadIdx.y][threadIdx.x * V + k] = acc[k];
-  __syncthreads();
-  if (threadIdx.y != 0 || m0 >= w.M) return;
+    for (int k = 0; k < V; ++k) sh[threadIdx.y][threadIdx.x * V + k] = acc[k];
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+#pragma unroll
+      for (int y = 1; y < 8; ++y) acc[k] = combine<OP>(acc[k], sh[y][threadIdx.x * V + k]);
+  };
+  const auto owns = [&](int k) { return threadIdx.y == 0 && m0 + k < w.M; };
+  join_y();
+  if (w.splits == 1) {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      if (owns(k)) finish(acc[k], w.scale, out, out_idx, m0 + k);
+    return;
+  }
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    if (owns(k)) partial[split * w.M + m0 + k] = acc[k];
+  if (tickets == nullptr || !last_of_column(tickets)) return;
 #pragma unroll
   for (int k = 0; k < V; ++k) {
-    Acc<A, IDX> a = sh[0][threadIdx.x * V + k];
-#pragma unroll
-    for (int y = 1; y < 8; ++y) a = combine<OP>(a, sh[y][threadIdx.x * V + k]);
-    if (m0 + k < w.M) emit<T, OP, IDX>(w, a, m0 + k, split, out, out_idx, partial);
+    acc[k] = identity<OP, A, IDX>();
+    if (m0 + k < w.M)
+      for (int64_t s = threadIdx.y; s < w.splits; s += 8) acc[k] = combine<OP>(acc[k], partial[s * w.M + m0 + k]);
   }
+  join_y();
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    if (owns(k)) finish(acc[k], w.scale, out, out_idx, m0 + k);
 }
 
 template <class T, ReduceOp OP, bool IDX>
@@ -218,7 +278,7 @@ __global__ void combine_splits(Work w, const Acc<acc_t<T>, IDX>* partial, T* out
   const int lane = threadIdx.x % 32;
   if (m >= w.M) return;
   Acc<A, IDX> acc = identity<OP, A, IDX>();
-  for (int64_t s = lane; s < w.splits; s += 32) acc = combine<OP>(acc, partial[m * w.splits + s]);
+  for (int64_t s = lane; s < w.splits; s += 32) acc = combine<OP>(acc, partial[s * w.M + m]);
   acc = warp_reduce<OP>(acc);
   if (lane == 0) finish(acc, w.scale, out, out_idx, m);
 }
@@ -235,6 +295,26 @@ StridedLayout<1> layout1(const Tensor& t) {
 }
 
 bool unit_stride(const StridedLayout<1>& L) { return L.ndim == 0 || (L.ndim == 1 && L.strides[0][0] == 1); }
+
+// Ticket counters for last_of_column, one per column of blocks, zeroed once per
+// (device, stream): reductions on one stream run one after another, and each
+// last block resets its counter. nullptr while the stream is being captured
+// (a graph may be replayed on another stream) or for more columns than kept.
+unsigned* split_tickets(cudaStream_t stream, int64_t columns) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  KILN_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  const int64_t capacity = static_cast<int64_t>(sm_count()) * 8;  // plan_splits splits only below this
+  if (capture != cudaStreamCaptureStatusNone || columns > capacity) return nullptr;
+  static std::mutex mu;
+  static std::map<std::pair<int, cudaStream_t>, unsigned*> tickets;
+  std::lock_guard<std::mutex> lock(mu);
+  unsigned*& t = tickets[{current_device(), stream}];
+  if (t == nullptr) {
+    KILN_CUDA_CHECK(cudaMalloc(&t, capacity * sizeof(unsigned)));
+    KILN_CUDA_CHECK(cudaMemsetAsync(t, 0, capacity * sizeof(unsigned), stream));
+  }
+  return t;
+}
 
 // Splits R so that about `target` blocks run; chunks stay multiples of `align`.
 void plan_splits(Work& w, int64_t base_blocks, int64_t min_chunk, int64_t align) {
@@ -277,21 +357,23 @@ void reduce_typed(const ReduceArgs& args, float scale) {
     return static_cast<P*>(partial_buf.data_ptr());
   };
 
+  unsigned* tickets = nullptr;  // null: combine_splits folds the partials
   if (rows_path) {
     // a warp per row up to 64 vectors per lane, else a block per row
     const int tpr = args.R <= 2048 * V ? 32 : 256;
     const int64_t base_blocks = (args.M + (256 / tpr) - 1) / (256 / tpr);
     plan_splits(w, base_blocks, 8192, V);
     P* partial = alloc_partials();
+    if (w.splits > 1) tickets = split_tickets(s, base_blocks);
     bool vec = aligned16(x) && args.R % V == 0;
     for (int d = 0; d < kept.ndim; ++d) vec = vec && kept.strides[0][d] % V == 0;
     const dim3 grid(static_cast<unsigned>(base_blocks), static_cast<unsigned>(w.splits));
     if (tpr == 32) {
-      if (vec) reduce_rows<T, OP, IDX, V, 32><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
-      else reduce_rows<T, OP, IDX, 1, 32><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
+      if (vec) reduce_rows<T, OP, IDX, V, 32><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial, tickets);
+      else reduce_rows<T, OP, IDX, 1, 32><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial, tickets);
     } else {
-      if (vec) reduce_rows<T, OP, IDX, V, 256><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
-      else reduce_rows<T, OP, IDX, 1, 256><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial);
+      if (vec) reduce_rows<T, OP, IDX, V, 256><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial, tickets);
+      else reduce_rows<T, OP, IDX, 1, 256><<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial, tickets);
     }
   } else {
     bool vec = (reinterpret_cast<uintptr_t>(x) % (VC * sizeof(T))) == 0 && args.M % VC == 0;
@@ -300,13 +382,14 @@ void reduce_typed(const ReduceArgs& args, float scale) {
     const int64_t base_blocks = (args.M + per_block - 1) / per_block;
     plan_splits(w, base_blocks, 64, 1);
     P* partial = alloc_partials();
+    if (w.splits > 1) tickets = split_tickets(s, base_blocks);
     const dim3 grid(static_cast<unsigned>(base_blocks), static_cast<unsigned>(w.splits));
     const dim3 block(32, 8);
-    if (vec) reduce_cols<T, OP, IDX, VC><<<grid, block, 0, s>>>(w, red, x, out, out_idx, partial);
-    else reduce_cols<T, OP, IDX, 1><<<grid, block, 0, s>>>(w, red, x, out, out_idx, partial);
+    if (vec) reduce_cols<T, OP, IDX, VC><<<grid, block, 0, s>>>(w, red, x, out, out_idx, partial, tickets);
+    else reduce_cols<T, OP, IDX, 1><<<grid, block, 0, s>>>(w, red, x, out, out_idx, partial, tickets);
   }
   KILN_CUDA_CHECK_LAUNCH();
-  if (w.splits > 1) {
+  if (w.splits > 1 && tickets == nullptr) {
     combine_splits<T, OP, IDX><<<static_cast<unsigned>((args.M * 32 + 255) / 256), 256, 0, s>>>(
         w, static_cast<const P*>(partial_buf.data_ptr()), out, out_idx);
     KILN_CUDA_CHECK_LAUNCH();

@@ -3,7 +3,9 @@
 // every code for the nearest value (ties to the even code).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -182,4 +184,73 @@ TEST(DType, TensorCastsSaturateOption) {
   auto nosat = t.to(float8_e4m3fn, false).view(uint8).tolist<int>();
   EXPECT_EQ(sat, (std::vector<int>{0x7e, 0xfe, 0x7f, 0x38}));
   EXPECT_EQ(nosat, (std::vector<int>{0x7f, 0xff, 0x7f, 0x38}));
+}
+
+// Contiguous casts run through Highway (cpu/simd.cpp); element for element they must give
+// the scalar rules' bits (checked above against the exact reference), whole vectors and tails.
+TEST(DType, VectorisedCastsMatchScalarRules) {
+  std::vector<float> xs = probe_values(4, 3, false);
+  for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-45f, -1e-45f, 1e-40f, 3.4e38f, -3.4e38f}) xs.push_back(v);
+  for (uint64_t u = 0; u < (1ull << 32); u += 4093) {  // a sweep over every exponent, both signs
+    float f;
+    const uint32_t b = static_cast<uint32_t>(u);
+    std::memcpy(&f, &b, 4);
+    xs.push_back(f);
+  }
+  xs.push_back(1.5f);  // an odd count leaves a tail for the scalar loop
+  auto x = Tensor::from_vector<float>(xs, {static_cast<int64_t>(xs.size())}, float32);
+  for (bool sat : {true, false}) {
+    const auto e4 = x.to(float8_e4m3fn, sat).view(uint8).tolist<int>();
+    for (size_t i = 0; i < xs.size(); ++i)
+      ASSERT_EQ(e4[i], bits::e4m3fn_from_f32(xs[i], sat)) << "x=" << xs[i] << " saturate=" << sat;
+  }
+  const auto bf = x.to(bfloat16).view(int16).tolist<int>();
+  for (size_t i = 0; i < xs.size(); ++i)
+    ASSERT_EQ(static_cast<uint16_t>(bf[i]), bits::bf16_from_f32(xs[i])) << "x=" << xs[i];
+
+  // every bfloat16 code: to float32 and to e4m3
+  std::vector<int16_t> codes(1 << 16);
+  for (int c = 0; c < (1 << 16); ++c) codes[c] = static_cast<int16_t>(c);
+  auto b16 = Tensor::from_vector<int16_t>(codes, {1 << 16}, int16).view(bfloat16);
+  const auto f = b16.to(float32).view(int32).tolist<int64_t>();
+  for (bool sat : {true, false}) {
+    const auto e4 = b16.to(float8_e4m3fn, sat).view(uint8).tolist<int>();
+    for (int c = 0; c < (1 << 16); ++c)
+      ASSERT_EQ(e4[c], bits::e4m3fn_from_f32(bits::bf16_to_f32(c), sat)) << "bf16 code " << c << " saturate=" << sat;
+  }
+  for (int c = 0; c < (1 << 16); ++c) ASSERT_EQ(static_cast<uint32_t>(f[c]), static_cast<uint32_t>(c) << 16) << c;
+
+  // every e4m3 code, three times over so that vectors and the tail both see each
+  std::vector<uint8_t> e(3 * 256 + 5);
+  for (size_t i = 0; i < e.size(); ++i) e[i] = static_cast<uint8_t>(i * 7 + i / 256);
+  auto e8 = Tensor::from_vector<uint8_t>(e, {static_cast<int64_t>(e.size())}, uint8).view(float8_e4m3fn);
+  const auto ef = e8.to(float32).tolist<float>();
+  const auto eb = e8.to(bfloat16).view(int16).tolist<int>();
+  for (size_t i = 0; i < e.size(); ++i) {
+    const float want = bits::e4m3fn_to_f32(e[i]);
+    if (std::isnan(want)) ASSERT_TRUE(std::isnan(ef[i])) << int(e[i]);
+    else ASSERT_EQ(ef[i], want) << int(e[i]);
+    ASSERT_EQ(static_cast<uint16_t>(eb[i]), bits::bf16_from_f32(want)) << int(e[i]);
+  }
+}
+
+// amax/amin of floats run through Highway: NaN anywhere wins, +-inf and -0 behave as torch's
+TEST(DType, VectorisedExtremesMatchLoop) {
+  for (int n : {1, 7, 8, 33, 1000, 70000}) {
+    std::vector<float> v(n);
+    uint32_t s = 99u + n;
+    for (auto& x : v) {
+      s = s * 1664525u + 1013904223u;
+      x = static_cast<float>(static_cast<int32_t>(s)) * 1e-7f;
+    }
+    auto t = Tensor::from_vector<float>(v, {n}, float32);
+    EXPECT_EQ(amax(t).item<float>(), *std::max_element(v.begin(), v.end())) << n;
+    EXPECT_EQ(amin(t).item<float>(), *std::min_element(v.begin(), v.end())) << n;
+    EXPECT_EQ(amax(t.to(bfloat16)).item<float>(), bits::bf16_to_f32(bits::bf16_from_f32(*std::max_element(v.begin(), v.end())))) << n;
+    v[n / 2] = INFINITY;
+    EXPECT_EQ(amax(Tensor::from_vector<float>(v, {n}, float32)).item<float>(), INFINITY) << n;
+    v[n - 1] = NAN;
+    EXPECT_TRUE(std::isnan(amax(Tensor::from_vector<float>(v, {n}, float32)).item<float>())) << n;
+    EXPECT_TRUE(std::isnan(amin(Tensor::from_vector<float>(v, {n}, float32).to(bfloat16)).item<float>())) << n;
+  }
 }

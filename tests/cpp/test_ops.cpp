@@ -195,6 +195,23 @@ TEST(Random, SeededAndDistributed) {
   EXPECT_THROW(rand({2}, int32), Error);
 }
 
+// Reduced floats: float(low + (high-low)*u) can round up to `high`; the draw must stay in [low, high)
+// with the right mean, as PyTorch's does (it keeps only the type's significand bits).
+TEST(Random, ReducedFloatsStayInHalfOpenRange) {
+  for (DType dt : {bfloat16, float16}) {
+    Generator g(7);
+    auto u = rand({1 << 20}, dt, kCPU, &g);
+    EXPECT_GE(amin(u).item<double>(), 0.0) << dtype_name(dt);
+    EXPECT_LT(amax(u).item<double>(), 1.0) << dtype_name(dt);
+    EXPECT_NEAR(mean(u.to(float32)).item<double>(), 0.5, 0.01) << dtype_name(dt);
+    auto r = empty({1 << 18}, dt);
+    uniform_(r, -3.0, 5.0, &g);
+    EXPECT_GE(amin(r).item<double>(), -3.0) << dtype_name(dt);
+    EXPECT_LT(amax(r).item<double>(), 5.0) << dtype_name(dt);
+    EXPECT_NEAR(mean(r.to(float32)).item<double>(), 1.0, 0.05) << dtype_name(dt);
+  }
+}
+
 TEST(Memory, CpuAllocationsAreAlignedAndCounted) {
   const auto before = memory_stats(kCPU).allocated;
   {

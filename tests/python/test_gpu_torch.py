@@ -77,6 +77,63 @@ class TorchParity(TorchParityBase):
             clamped = torch.where(torch.isnan(xs), xs, xs.clamp(-448, 448))
             self.assertSame(k(xs).to(kiln.float8_e4m3fn), clamped.to(torch.float8_e4m3fn), msg=str(sd))
 
+    def test_fp8_e4m3_fast_cast_groups(self):
+        # lengths that are multiples of 16 on 16-byte boundaries take the paired-cvt kernel;
+        # its groups with |x| > 448 or NaN fall back to the per-element rule
+        codes = torch.arange(256, device=DEV, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn).float()
+        small = torch.randn(1 << 16, device=DEV) * 40
+        mixed = small.clone()
+        mixed[::997] = torch.tensor([500.0, float("nan"), -1e6, 448.0, 464.0, float("inf")], device=DEV).repeat(
+            (mixed[::997].numel() + 5) // 6)[:mixed[::997].numel()]
+        for name, x in (("codes", codes), ("finite codes", codes[torch.isfinite(codes)][:240]), ("small", small),
+                        ("mixed", mixed), ("offset 16", small[16:]), ("unaligned", small[1:65]),
+                        ("at 448", torch.full((32,), 448.0, device=DEV)), ("just over", torch.full((32,), 448.5, device=DEV))):
+            for sd in (torch.float32, torch.bfloat16, torch.float16):
+                xs = x.to(sd)
+                self.assertSame(k(xs).to(kiln.float8_e4m3fn, saturate=False), xs.to(torch.float8_e4m3fn),
+                                msg=f"{name} {sd}")
+                clamped = torch.where(torch.isnan(xs), xs, xs.clamp(-448, 448))
+                self.assertSame(k(xs).to(kiln.float8_e4m3fn), clamped.to(torch.float8_e4m3fn), msg=f"{name} {sd}")
+
+    # ---- creation ops ----
+    def test_arange_full_zeros_ones_against_torch(self):
+        for args, dt in (((10,), "int64"), ((-7, 25, 3), "int32"), ((0, 1000), "float32"), ((0.0, 1.0, 0.125), "float32"),
+                         ((5, -5, -1), "int64"), ((0, 100, 7), "bfloat16"), ((0, 4096), "float16")):
+            ref = torch.arange(*args, dtype=getattr(torch, dt), device=DEV)
+            self.assertSame(kiln.arange(*args, dtype=getattr(kiln, dt), device="cuda"), ref, msg=str(args))
+        ref = torch.arange(0.0, 3.0, 0.1, device=DEV)
+        got = T(kiln.arange(0.0, 3.0, 0.1, device="cuda"))
+        self.assertEqual(got.shape, ref.shape)  # same length rule for an inexact step
+        torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6)
+        for shape, v, dt in (((3, 5), 2.5, "float32"), ((0, 4), 1, "int64"), ((7,), True, "bool"),
+                             ((2, 3), -3, "int8"), ((9,), 1.0e-3, "bfloat16")):
+            self.assertSame(kiln.full(shape, v, dtype=getattr(kiln, dt), device="cuda"),
+                            torch.full(shape, v, dtype=getattr(torch, dt), device=DEV), msg=str(shape))
+        self.assertSame(kiln.zeros(4, 0, 3, dtype=kiln.float16, device="cuda"), torch.zeros(4, 0, 3, dtype=torch.float16, device=DEV))
+        self.assertSame(kiln.ones(5, 6, dtype=kiln.uint8, device="cuda"), torch.ones(5, 6, dtype=torch.uint8, device=DEV))
+
+    def test_random_distributions_match_torch(self):
+        # kiln's generator is its own (values differ from torch's); the distributions must not:
+        # two-sample Kolmogorov-Smirnov distance between kiln's and torch's draws
+        n = 1 << 20
+
+        def ks(a, b):
+            both = torch.cat([a, b]).sort().values
+            fa = torch.searchsorted(a.sort().values, both, right=True).double() / a.numel()
+            fb = torch.searchsorted(b.sort().values, both, right=True).double() / b.numel()
+            return (fa - fb).abs().max().item()
+
+        for dt in ("float32", "bfloat16"):
+            u = T(kiln.rand(n, dtype=getattr(kiln, dt), device="cuda", generator=kiln.Generator(7))).float()
+            g = T(kiln.randn(n, dtype=getattr(kiln, dt), device="cuda", generator=kiln.Generator(7))).float()
+            tu = torch.rand(n, device=DEV, dtype=getattr(torch, dt)).float()
+            tg = torch.randn(n, device=DEV, dtype=getattr(torch, dt)).float()
+            self.assertLess(ks(u, tu), 6e-3, dt)  # 1.63 * sqrt(2 / n) is the 1% critical value: 2.3e-3
+            self.assertLess(ks(g, tg), 6e-3, dt)
+            self.assertTrue(bool(((u >= 0) & (u < 1)).all()), dt)
+        again = T(kiln.randn(n, device="cuda", generator=kiln.Generator(7)))
+        self.assertTrue(torch.equal(again, T(kiln.randn(n, device="cuda", generator=kiln.Generator(7)))))
+
     # ---- elementwise ----
     def test_elementwise_against_torch(self):
         for dt, tol in ((torch.float32, 1e-6), (torch.bfloat16, 1e-2), (torch.float16, 1e-3)):
@@ -167,6 +224,43 @@ class TorchParity(TorchParityBase):
                     self.assertSame(i, ti, msg=f"max idx {shape} {d}")
                     self.assertSame(kx.argmin(d, True), x.argmin(d, keepdim=True), msg=f"argmin {shape} {d}")
                 self.assertSame(kx.argmax(), x.argmax(), msg=f"argmax all {shape}")
+
+    def test_split_reductions_repeat_across_streams_and_under_capture(self):
+        # R split over blocks: the last block folds the partials (ticket counters per stream,
+        # reset by that block); while a graph is captured a second kernel folds them instead
+        x, m = torch.randn(1 << 22, device=DEV), torch.randn(8192, 512, device=DEV)
+        kx, km = k(x), k(m)
+
+        def check(outs):
+            self.assertSame(outs[0], x.sum(), rtol=1e-4, atol=1e-2, msg="sum all")
+            self.assertSame(outs[1], m.sum(0), rtol=1e-4, atol=1e-3, msg="sum dim=0")
+            self.assertSame(outs[2], m.argmax(0), msg="argmax dim=0")
+            self.assertSame(outs[3], x.amax(), msg="amax all")
+
+        def run():
+            return [kx.sum(), km.sum(0), km.argmax(0), kx.amax()]
+
+        for _ in range(3):
+            check(run())
+        s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+        s1.wait_stream(torch.cuda.current_stream())
+        s2.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s1), kiln.cuda.use_torch_stream(s1):
+            a = [run() for _ in range(4)]
+        with torch.cuda.stream(s2), kiln.cuda.use_torch_stream(s2):
+            b = [run() for _ in range(4)]
+        torch.cuda.synchronize()
+        for outs in a + b:
+            check(outs)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s1, capture_error_mode="relaxed"), kiln.cuda.use_torch_stream(s1):
+            captured = run()
+        x.copy_(torch.randn_like(x))
+        m.copy_(torch.randn_like(m))
+        g.replay()
+        torch.cuda.synchronize()
+        check(captured)
+        del g
 
     def test_nan_and_ties(self):
         x = torch.tensor([[1.0, float("nan"), 3.0, float("nan")], [2.0, 2.0, 1.0, 2.0]], device=DEV)
