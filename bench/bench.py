@@ -308,6 +308,11 @@ def layer_ops_cases():
         c.append(Case("layer_ops", f"rms_norm+residual bf16 [{rows},{n}]", 2.0 * 4 * rows * n,
                       lambda kx=kx, kr=kr, kw=kw: kiln.rms_norm_residual(kx, kr, kw, 1e-6),
                       lambda x=x, r=r, w=w, n=n: F.rms_norm(x + r, (n,), w, 1e-6), graph=True))
+        b = torch.randn(n, device=dev, dtype=bf)
+        kb = k(b)
+        c.append(Case("layer_ops", f"layer_norm bf16 [{rows},{n}]", 2.0 * 2 * rows * n,
+                      lambda kx=kx, kw=kw, kb=kb, n=n: kiln.nn.functional.layer_norm(kx, (n,), kw, kb),
+                      lambda x=x, w=w, b=b, n=n: F.layer_norm(x, (n,), w, b), graph=True))
         g = torch.randn(rows, 2 * 3 * n, device=dev, dtype=bf)
         kg = k(g)
         c.append(Case("layer_ops", f"silu_and_mul bf16 [{rows},{2 * 3 * n}]", 2.0 * 1.5 * g.numel(),
@@ -325,8 +330,34 @@ def layer_ops_cases():
     return c
 
 
+# ---- cases: token sampling (issue 3) ----
+def sampling_cases():
+    """Temperature 0.7, top-k 50, top-p 0.9 over a vocabulary, against the same steps in torch:
+    Hugging Face's warpers, then the inverse CDF at a torch.rand draw (graph-capturable)."""
+    c = []
+    for b, v in [(1, 151936), (8, 128256)]:
+        x = torch.randn(b, v, device="cuda") * 3
+        kx, gen = k(x), kiln.Generator(0)
+
+        def torch_sample(x=x):
+            z = x / 0.7
+            kth = torch.topk(z, 50, -1).values[..., -1:]
+            z = z.masked_fill(z < kth, float("-inf"))
+            sp, si = torch.sort(z, -1, descending=True)
+            p = sp.softmax(-1)
+            cum = p.cumsum(-1)
+            p = p.masked_fill(cum - p >= 0.9, 0.0)
+            cum = p.cumsum(-1)
+            r = torch.rand(x.shape[0], 1, device=x.device) * cum[..., -1:]
+            j = torch.searchsorted(cum, r).clamp_max(x.shape[1] - 1)
+            return si.gather(-1, j)
+        c.append(Case("sampling", f"sample T=0.7 k=50 p=0.9 [{b},{v}]", 4.0 * b * v,
+                      lambda kx=kx, gen=gen: kiln.sample(kx, 0.7, 50, 0.9, gen), torch_sample, graph=True))
+    return c
+
+
 CASES = [core_cases, linear_cases, softmax_cases, topk_cases, scaled_mm_cases, grouped_mm_cases, moe_routing_cases,
-         attention_cases, layer_ops_cases]
+         attention_cases, layer_ops_cases, sampling_cases]
 
 
 def measured_copy_gbs(repeats, stream):

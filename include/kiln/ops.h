@@ -160,6 +160,11 @@ Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight = std::null
 // The residual add fused in: sum = x + residual (rounded to x's dtype, as the two
 // ops in sequence), returns {rms_norm(sum, weight, eps), sum}.
 std::pair<Tensor, Tensor> rms_norm_residual(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps);
+// torch.nn.functional.layer_norm over the trailing dims of `normalized_shape`:
+// (x - mean) * rsqrt(var + eps) * weight + bias, biased variance, computed in
+// float32; weight and bias (either optional) have shape normalized_shape and x's dtype.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight = std::nullopt,
+                  const std::optional<Tensor>& bias = std::nullopt, double eps = 1e-5);
 // SwiGLU's gate: x [..., 2H] -> silu(x[..., :H]) * x[..., H:] (computed in float32).
 Tensor silu_and_mul(const Tensor& x);
 // Rotary position embedding of x [T, H, D] (any head layout with unit inner
@@ -202,6 +207,15 @@ Tensor moe_combine(const Tensor& expert_out, const MoeRouting& routing);
 // their int64 indices. NaN counts as larger than every number; among equal
 // values the lower index comes first.
 std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true);
+
+// A token id per row of logits [V] or [B, V] (-> int64 [] or [B]): p =
+// softmax(logits / temperature); the kept tokens are the top_k most probable
+// (0: all) and, of those, the smallest most-probable prefix whose mass reaches
+// top_p (the token that crosses it included, as Hugging Face's top-p); then the
+// inverse CDF of the kept tokens, most probable first, at u times their mass, u one
+// uniform draw per row (from gen, as rand({B}) would draw it). temperature 0 (or top_k 1) is greedy argmax and draws nothing.
+Tensor sample(const Tensor& logits, double temperature = 1.0, int64_t top_k = 0, double top_p = 1.0,
+              Generator* gen = nullptr);
 
 // softmax / log_softmax over `dim`, as torch.softmax: float32, float16 or bfloat16
 // (computed in float32); `dtype` casts the input first. Rows with +-inf are handled

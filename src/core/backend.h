@@ -119,6 +119,10 @@ struct AttentionDecodeArgs {
   /* rows [M, N] contiguous; weight [N] or undefined; residual_out/residual defined for the fused add */ \
   void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, const Tensor& residual_out, \
                      const Tensor& weight, float eps);                                               \
+  /* rows [M, N] contiguous; weight, bias [N] or undefined */                                      \
+  void layer_norm_rows(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps); \
+  /* out int64 [B]; probs float32 [B, V] contiguous; u float32 [B]; 1 <= top_k <= V */           \
+  void sample_rows(const Tensor& out, const Tensor& probs, const Tensor& u, int64_t top_k, float top_p); \
   /* out [M, H], x [M, 2H] contiguous */                                                          \
   void silu_and_mul_rows(const Tensor& out, const Tensor& x);                                       \
   /* out and x [T, H, D] (out contiguous, x unit inner stride); cos, sin [T, R/2] float32 contiguous */ \

@@ -51,6 +51,8 @@ void moe_combine(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { n
 void attention_decode(const AttentionDecodeArgs&) { no_cuda("scaled_dot_product_attention"); }
 void rms_norm_rows(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) { no_cuda("rms_norm"); }
 void silu_and_mul_rows(const Tensor&, const Tensor&) { no_cuda("silu_and_mul"); }
+void layer_norm_rows(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) { no_cuda("layer_norm"); }
+void sample_rows(const Tensor&, const Tensor&, const Tensor&, int64_t, float) { no_cuda("sample"); }
 void rotary(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool) { no_cuda("apply_rotary"); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda("copy to/from cuda"); }
 std::shared_ptr<Storage> allocate(size_t, int) { no_cuda("cuda allocation"); }

@@ -1,4 +1,4 @@
-// CPU rms_norm (with the fused residual add), silu_and_mul and rotary embedding:
+// CPU rms_norm (with the fused residual add), layer_norm, silu_and_mul and rotary embedding:
 // one row per iteration, float32 inside.
 #include <cmath>
 #include <vector>
@@ -31,6 +31,35 @@ void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, c
       const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(N)) + eps);
       T* o = out.data<T>() + r * N;
       for (int64_t i = 0; i < N; ++i) o[i] = T(v[i] * inv * (w ? static_cast<float>(w[i]) : 1.0f));
+    }
+  });
+}
+
+// Two passes over the row in float32: the mean, then the variance about it (no
+// cancellation as in E[x^2] - mean^2).
+void layer_norm_rows(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  detail::dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t M = x.size(0), N = x.size(1);
+    const T* w = weight.defined() ? weight.data<T>() : nullptr;
+    const T* b = bias.defined() ? bias.data<T>() : nullptr;
+#pragma omp parallel for
+    for (int64_t r = 0; r < M; ++r) {
+      const T* xr = x.data<T>() + r * N;
+      double sum = 0.0;
+      for (int64_t i = 0; i < N; ++i) sum += static_cast<float>(xr[i]);
+      const float mean = static_cast<float>(sum / static_cast<double>(N));
+      double sq = 0.0;
+      for (int64_t i = 0; i < N; ++i) {
+        const double d = static_cast<float>(xr[i]) - mean;
+        sq += d * d;
+      }
+      const float inv = 1.0f / std::sqrt(static_cast<float>(sq / static_cast<double>(N)) + eps);
+      T* o = out.data<T>() + r * N;
+      for (int64_t i = 0; i < N; ++i) {
+        const float y = (static_cast<float>(xr[i]) - mean) * inv;
+        o[i] = T(y * (w ? static_cast<float>(w[i]) : 1.0f) + (b ? static_cast<float>(b[i]) : 0.0f));
+      }
     }
   });
 }

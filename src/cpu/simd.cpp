@@ -168,9 +168,9 @@ HWY_INLINE hn::Vec<D> load_e4m3(D d, const uint8_t* HWY_RESTRICT p) {
   const auto normal = hn::BitCast(d, hn::Add(hn::ShiftLeft<20>(mag), hn::Set(di, 120 << 23)));
   const auto sub = hn::Mul(hn::ConvertTo(d, mag), hn::Set(d, 0.001953125f));  // 2^-9
   auto v = hn::IfThenElse(hn::RebindMask(d, hn::Lt(mag, hn::Set(di, 8))), sub, normal);
-  v = hn::Or(v, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(di, 0x80)))));  // sign
-  return hn::IfThenElse(hn::RebindMask(d, hn::Eq(mag, hn::Set(di, 0x7f))),
-                        hn::Set(d, std::numeric_limits<float>::quiet_NaN()), v);
+  v = hn::IfThenElse(hn::RebindMask(d, hn::Eq(mag, hn::Set(di, 0x7f))),
+                     hn::Set(d, std::numeric_limits<float>::quiet_NaN()), v);
+  return hn::Or(v, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(di, 0x80)))));  // sign, NaN's too
 }
 
 void DotRowsE4M3(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,

@@ -228,8 +228,11 @@ template <class T, int GS, int G>
 void launch_decode(const AttentionDecodeArgs& a) {
   const int64_t B = a.q.size(0), Hq = a.q.size(1), D = a.q.size(2), Hkv = a.k.size(1), S = a.k.size(2);
   constexpr int kKeysPerRound = kWarps * (32 / GS) * kKeysPerStep;
-  // About four blocks per SM, and no chunk shorter than one round of the block.
-  const int64_t want = (static_cast<int64_t>(sm_count()) * 4 + B * Hkv - 1) / (B * Hkv);
+  // One full wave of blocks (the kernel holds G queries and outputs in registers, so
+  // fewer blocks fit an SM as G grows: 3 per SM at G = 4), and no chunk shorter than
+  // one round of the block. A partial second wave would cost as much as the first.
+  const int64_t wave = resident_blocks(reinterpret_cast<const void*>(decode_partial_kernel<T, GS, G>), kWarps * 32);
+  const int64_t want = std::max<int64_t>(1, wave / (B * Hkv));
   const int64_t splits0 = std::max<int64_t>(1, std::min(want, (S + kKeysPerRound - 1) / kKeysPerRound));
   const int64_t chunk = ((S + splits0 - 1) / splits0 + kKeysPerStep - 1) / kKeysPerStep * kKeysPerStep;
   const int splits = static_cast<int>((S + chunk - 1) / chunk);

@@ -29,6 +29,9 @@ int current_device();
 int sm_count();
 // Compute capability of the current device as 10 * major + minor (90 on Hopper).
 int device_arch();
+// Blocks of `kernel` (at `threads` per block) resident at once on the whole current
+// device: one full wave (cached per kernel).
+int resident_blocks(const void* kernel, int threads, size_t dynamic_smem = 0);
 
 // A library handle of type H for the current device, made once by create(H*) and
 // kept for the process (cuBLAS, cuBLASLt).

@@ -1,5 +1,5 @@
-// CUDA rms_norm (with the fused residual add), silu_and_mul and rotary
-// embedding. Decode-sized rows: rms_norm is a block per row (one read for the
+// CUDA rms_norm (with the fused residual add), layer_norm, silu_and_mul and
+// rotary embedding. Decode-sized rows: the norms are a block per row (one read for the
 // sum of squares, the second from L1/L2), the others one thread per output.
 #include <cuda_runtime.h>
 
@@ -43,6 +43,43 @@ __global__ void __launch_bounds__(kRowThreads)
     out[r * N + i] = T(static_cast<float>(src[i]) * inv * (w ? static_cast<float>(w[i]) : 1.0f));
 }
 
+// The sum of v over the block, in every thread.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();  // an earlier call's readers are done
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kRowThreads / 32; ++i) total += scratch[i];
+  return total;
+}
+
+// A block per row, three passes (mean, variance about it, output); the second
+// and third read the row from L1/L2.
+template <class T>
+__global__ void __launch_bounds__(kRowThreads)
+    layer_norm_kernel(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ b,
+                      int64_t N, float eps) {
+  __shared__ float scratch[kRowThreads / 32];
+  const int64_t r = blockIdx.x;
+  const T* xr = x + r * N;
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < N; i += kRowThreads) s += static_cast<float>(xr[i]);
+  const float mean = block_sum(s, scratch) / static_cast<float>(N);
+  float sq = 0.0f;
+  for (int64_t i = threadIdx.x; i < N; i += kRowThreads) {
+    const float d = static_cast<float>(xr[i]) - mean;
+    sq += d * d;
+  }
+  const float inv = rsqrtf(block_sum(sq, scratch) / static_cast<float>(N) + eps);
+  for (int64_t i = threadIdx.x; i < N; i += kRowThreads) {
+    const float y = (static_cast<float>(xr[i]) - mean) * inv;
+    out[r * N + i] = T(y * (w ? static_cast<float>(w[i]) : 1.0f) + (b ? static_cast<float>(b[i]) : 0.0f));
+  }
+}
+
 template <class T>
 __global__ void silu_and_mul_kernel(T* __restrict__ out, const T* __restrict__ x, int64_t M, int64_t H) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -82,6 +119,16 @@ void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, c
         out.data<T>(), x.data<T>(), residual.defined() ? residual.data<T>() : nullptr,
         residual_out.defined() ? residual_out.data<T>() : nullptr, weight.defined() ? weight.data<T>() : nullptr,
         x.size(1), eps);
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void layer_norm_rows(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  detail::dispatch_float(x.dtype(), "layer_norm", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layer_norm_kernel<T><<<static_cast<unsigned>(x.size(0)), kRowThreads, 0, current_stream()>>>(
+        out.data<T>(), x.data<T>(), weight.defined() ? weight.data<T>() : nullptr,
+        bias.defined() ? bias.data<T>() : nullptr, x.size(1), eps);
     KILN_CUDA_CHECK_LAUNCH();
   });
 }

@@ -2,7 +2,9 @@
 // core/cuda_hooks.h, host<->device byte copies.
 #include <cuda_runtime.h>
 
+#include <map>
 #include <mutex>
+#include <tuple>
 #include <vector>
 
 #include "core/backend.h"
@@ -55,6 +57,18 @@ const DeviceAttributes& device_attributes() {
 
 int sm_count() { return device_attributes().sms; }
 int device_arch() { return device_attributes().arch; }
+
+int resident_blocks(const void* kernel, int threads, size_t dynamic_smem) {
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, int, size_t>, int> cache;
+  const auto key = std::make_tuple(current_device(), kernel, threads, dynamic_smem);
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  int per_sm = 0;
+  KILN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, dynamic_smem));
+  return cache[key] = std::max(1, per_sm) * sm_count();
+}
 
 DeviceGuard::DeviceGuard(int index) {
   KILN_CHECK(cuda::is_available(), "CUDA is not available: ", cuda::availability().reason);

@@ -1,10 +1,11 @@
 // CUDA topk over contiguous rows [M, N], float dtypes.
 //
-// k passes; pass j picks the best element that ranks strictly below pass j-1's
-// pick in the total order (value, NaN highest; then lower index), so no element
-// needs a "taken" flag. Rows up to 1024 (MoE router logits: 8..512 experts) sit
-// in a warp's registers and a pass is a few shuffles; longer rows use a block
-// that re-reads the row (from L2) each pass.
+// The total order is (value, NaN highest; then lower index). Rows up to 1024
+// (MoE router logits: 8..512 experts): k <= 8 takes k passes, pass j picking the
+// best element that ranks strictly below pass j-1's pick, so no element needs a
+// "taken" flag, with the row in a warp's registers and a pass a few shuffles;
+// larger k sorts the row in shared memory. Longer rows use a block that re-reads
+// the row (from L2) each pass.
 #include "core/backend.h"
 #include "core/dispatch.h"
 #include "cuda/map.cuh"
@@ -73,7 +74,47 @@ __global__ void __launch_bounds__(256) topk_warp_kernel(int64_t M, int64_t N, in
   }
 }
 
-// A block per row for long rows or large k.
+// A block per row, k > 8 and rows up to 1024: the row is bitonic-sorted in
+// shared memory (best first, padding last) and the first k are written, so the
+// cost is log^2(N) block steps whatever k is, instead of k dependent passes.
+constexpr int kBitonicMax = 1024;
+
+template <class T>
+__global__ void __launch_bounds__(256) topk_bitonic_kernel(int64_t N, int64_t K, const T* __restrict__ x,
+                                                           T* __restrict__ vo, int64_t* __restrict__ io,
+                                                           bool largest) {
+  __shared__ float key[kBitonicMax];
+  __shared__ int32_t idx[kBitonicMax];
+  const int64_t m = blockIdx.x;
+  const T* row = x + m * N;
+  int np = 1;
+  while (np < N) np <<= 1;
+  for (int e = threadIdx.x; e < np; e += blockDim.x) {
+    key[e] = e < N ? static_cast<float>(row[e]) : 0.0f;
+    idx[e] = e < N ? e : -1;  // ranks after every element
+  }
+  __syncthreads();
+  for (int size = 2; size <= np; size <<= 1) {
+    for (int stride = size / 2; stride > 0; stride >>= 1) {
+      for (int t = threadIdx.x; t < np / 2; t += blockDim.x) {
+        const int i = 2 * t - (t & (stride - 1)), j = i + stride;
+        const Cand a{key[i], idx[i]}, b{key[j], idx[j]};
+        const bool best_first = (i & size) == 0;
+        if (best_first ? ranks_before(b, a, largest) : ranks_before(a, b, largest)) {
+          key[i] = b.v, idx[i] = static_cast<int32_t>(b.i);
+          key[j] = a.v, idx[j] = static_cast<int32_t>(a.i);
+        }
+      }
+      __syncthreads();
+    }
+  }
+  for (int64_t j = threadIdx.x; j < K; j += blockDim.x) {
+    vo[m * K + j] = row[idx[j]];
+    io[m * K + j] = idx[j];
+  }
+}
+
+// A block per row for long rows.
 template <class T>
 __global__ void __launch_bounds__(256) topk_block_kernel(int64_t N, int64_t K, const T* __restrict__ x,
                                                          T* __restrict__ vo, int64_t* __restrict__ io, bool largest) {
@@ -116,7 +157,10 @@ void topk_rows(const Tensor& values, const Tensor& indices, const Tensor& in, bo
     int64_t* io = indices.data<int64_t>();
     cudaStream_t s = current_stream();
     const unsigned warp_blocks = static_cast<unsigned>((M + 7) / 8);
-    if (N <= 1024 && K <= 64) {
+    if (N <= kBitonicMax && K > 8) {
+      KILN_CHECK(M <= 0x7fffffff, "topk: too many rows (", M, ")");
+      topk_bitonic_kernel<T><<<static_cast<unsigned>(M), 256, 0, s>>>(N, K, x, vo, io, largest);
+    } else if (N <= 1024) {
       if (N <= 32) topk_warp_kernel<T, 1><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);
       else if (N <= 128) topk_warp_kernel<T, 4><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);
       else if (N <= 512) topk_warp_kernel<T, 16><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);

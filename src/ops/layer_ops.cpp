@@ -1,5 +1,5 @@
 // Front doors of the small fused ops of a decoder layer: rms_norm (with the
-// residual add), silu_and_mul, apply_rotary.
+// residual add), layer_norm, silu_and_mul, apply_rotary.
 #include <limits>
 
 #include "core/backend.h"
@@ -52,6 +52,35 @@ Tensor rms_norm(const Tensor& x, const std::optional<Tensor>& weight, std::optio
 std::pair<Tensor, Tensor> rms_norm_residual(const Tensor& x, const Tensor& residual, const Tensor& weight, double eps) {
   check_defined("rms_norm", residual);
   return rms_norm_impl(x, &residual, weight, eps);
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::optional<Tensor>& weight,
+                  const std::optional<Tensor>& bias, double eps) {
+  constexpr const char* op = "layer_norm";
+  check_defined(op, x);
+  check_compute_float(op, x);
+  const size_t nd = normalized_shape.size();
+  bool trailing = nd >= 1 && nd <= x.shape().size();
+  for (size_t i = 0; trailing && i < nd; ++i) trailing = x.shape()[x.shape().size() - nd + i] == normalized_shape[i];
+  KILN_CHECK(trailing, op, ": normalized_shape ", normalized_shape, " must be the trailing dims of the input ",
+             x.shape());
+  KILN_CHECK(eps >= 0, op, ": eps must be non-negative, got ", eps);
+  int64_t N = 1;
+  for (int64_t d : normalized_shape) N *= d;
+  const int64_t M = N == 0 ? 0 : x.numel() / N;
+  auto param = [&](const std::optional<Tensor>& p, const char* what) {
+    if (!p.has_value() || !p->defined()) return Tensor();
+    check_same_device(op, x, *p);
+    KILN_CHECK(p->shape() == normalized_shape && p->dtype() == x.dtype(), op, ": ", what, " must be ",
+               normalized_shape, " of ", x.dtype(), ", got ", p->dtype(), " ", p->shape());
+    return p->contiguous().view({N});
+  };
+  const Tensor w = param(weight, "weight"), b = param(bias, "bias");
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  if (M > 0)
+    KILN_ON_DEVICE(x.device(), layer_norm_rows, out.view({M, N}), x.contiguous().view({M, N}), w, b,
+                   static_cast<float>(eps));
+  return out;
 }
 
 Tensor silu_and_mul(const Tensor& x) {

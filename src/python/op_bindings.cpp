@@ -286,13 +286,27 @@ void bind_ops(py::module_& m) {
   }, arg("path"), "(tensors, metadata) of a safetensors file; tensors are views of its memory map");
   m.def("load_checkpoint", [load](const std::string& folder) { return load(&load_checkpoint, folder).first; }, arg("folder"), "the weights of a Hugging Face model folder (single file or sharded with an index)");
   // ---- the small fused ops of a decoder layer ----
-  m.def("rms_norm", [](const Tensor& x, py::object normalized_shape, std::optional<Tensor> w, std::optional<double> eps) {
-    const Shape ns = to_shape(normalized_shape);
+  // normalized_shape: an int or a sequence of ints, as torch takes it
+  const auto normalized = [](py::handle s) { return py::isinstance<py::int_>(s) ? Shape{s.cast<int64_t>()} : s.cast<Shape>(); };
+  m.def("rms_norm", [normalized](const Tensor& x, py::object normalized_shape, std::optional<Tensor> w, std::optional<double> eps) {
+    const Shape ns = normalized(normalized_shape);
     KILN_CHECK(ns.size() == 1 && x.dim() >= 1 && ns[0] == x.size(-1), "rms_norm: normalized_shape must be the last "
                "dim (", x.dim() >= 1 ? x.size(-1) : 0, "), got ", shape_str(ns));
     py::gil_scoped_release release;
     return rms_norm(x, w, eps);
   }, arg("input"), arg("normalized_shape"), arg("weight") = none, arg("eps") = none);
+  m.def("layer_norm", [normalized](const Tensor& x, py::object normalized_shape, std::optional<Tensor> w,
+                                   std::optional<Tensor> b, double eps) {
+    const Shape ns = normalized(normalized_shape);
+    py::gil_scoped_release release;
+    return layer_norm(x, ns, w, b, eps);
+  }, arg("input"), arg("normalized_shape"), arg("weight") = none, arg("bias") = none, arg("eps") = 1e-5);
+  m.def("sample", [](const Tensor& logits, double temperature, int64_t top_k, double top_p, py::object gen) {
+    Generator* g = to_generator(gen);
+    py::gil_scoped_release release;
+    return sample(logits, temperature, top_k, top_p, g);
+  }, arg("logits"), arg("temperature") = 1.0, arg("top_k") = 0, arg("top_p") = 1.0, arg("generator") = none,
+     "a token id per row of logits: softmax(logits / temperature), top-k, then top-p, one seeded draw per row");
   m.def("rms_norm_residual", [](const Tensor& x, const Tensor& r, const Tensor& w, double eps) {
     return pair_without_gil([&] { return rms_norm_residual(x, r, w, eps); });
   }, arg("input"), arg("residual"), arg("weight"), arg("eps"));

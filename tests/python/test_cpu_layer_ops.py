@@ -1,4 +1,4 @@
-"""rms_norm (+residual), silu_and_mul and apply_rotary on the CPU against numpy formulas."""
+"""rms_norm (+residual), layer_norm, silu_and_mul and apply_rotary on the CPU against numpy formulas."""
 import unittest
 
 import numpy as np
@@ -24,6 +24,35 @@ def rope_ref(x, cos, sin, interleaved):
 
 
 class LayerOps(unittest.TestCase):
+    def test_layer_norm(self):
+        def ref(x, shape, w=None, b=None, eps=1e-5):
+            axes = tuple(range(x.ndim - len(shape), x.ndim))
+            x = x.astype(np.float64)
+            y = (x - x.mean(axes, keepdims=True)) / np.sqrt(x.var(axes, keepdims=True) + eps)
+            return y * (1 if w is None else w) + (0 if b is None else b)
+
+        # an offset far larger than the spread: the variance must be taken about the mean
+        x = (RNG.standard_normal((4, 3, 96)) + 1000.0).astype(np.float32)
+        w, b = RNG.standard_normal(96).astype(np.float32), RNG.standard_normal(96).astype(np.float32)
+        got = KF.layer_norm(kiln.tensor(x), (96,), kiln.tensor(w), kiln.tensor(b), 1e-6)
+        np.testing.assert_allclose(np.from_dlpack(got), ref(x, (96,), w, b, 1e-6), rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(np.from_dlpack(KF.layer_norm(kiln.tensor(x), 96)), ref(x, (96,)), rtol=1e-3, atol=1e-3)
+        # two trailing dims, weight only; bfloat16 in and out
+        w2 = RNG.standard_normal((3, 96)).astype(np.float32)
+        got = KF.layer_norm(kiln.tensor(x), (3, 96), weight=kiln.tensor(w2))
+        np.testing.assert_allclose(np.from_dlpack(got), ref(x, (3, 96), w2), rtol=1e-3, atol=1e-3)
+        xs = RNG.standard_normal((5, 40)).astype(np.float32)
+        got16 = KF.layer_norm(kiln.tensor(xs).to(kiln.bfloat16), (40,)).to(kiln.float32)
+        xs16 = np.from_dlpack(kiln.tensor(xs).to(kiln.bfloat16).to(kiln.float32))
+        np.testing.assert_allclose(np.from_dlpack(got16), ref(xs16, (40,)), rtol=2e-2, atol=2e-2)
+        self.assertEqual(tuple(KF.layer_norm(kiln.zeros((0, 8)), (8,)).shape), (0, 8))
+        with self.assertRaisesRegex(Exception, "layer_norm: normalized_shape"):
+            KF.layer_norm(kiln.tensor(x), (95,))
+        with self.assertRaisesRegex(Exception, "layer_norm: bias must be"):
+            KF.layer_norm(kiln.tensor(x), (96,), bias=kiln.zeros((95,)))
+        with self.assertRaisesRegex(Exception, "layer_norm: weight must be"):
+            KF.layer_norm(kiln.tensor(x), (96,), kiln.zeros((96,), dtype=kiln.bfloat16))
+
     def test_rms_norm_and_residual(self):
         x = RNG.standard_normal((3, 5, 64)).astype(np.float32)
         r = RNG.standard_normal((3, 5, 64)).astype(np.float32)

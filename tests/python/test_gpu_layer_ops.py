@@ -1,4 +1,4 @@
-"""rms_norm, silu_and_mul and apply_rotary on CUDA against PyTorch (GPU machine)."""
+"""rms_norm, layer_norm, silu_and_mul and apply_rotary on CUDA against PyTorch (GPU machine)."""
 import unittest
 
 import kiln
@@ -20,6 +20,14 @@ class LayerOps(TorchParityBase):
                 y, s = kiln.rms_norm_residual(k(x), k(r), k(w), 1e-6)
                 self.assertSame(s, x + r)
                 self.assertSame(y, F.rms_norm((x + r).float(), (shape[-1],), w.float(), 1e-6).to(dt), rtol=tol, atol=tol)
+                b = torch.randn(shape[-1], device=DEV, dtype=dt)
+                xo = x + 100  # the variance is taken about the mean
+                for xin in (x, xo):
+                    self.assertSame(KF.layer_norm(k(xin), (shape[-1],), k(w), k(b), 1e-5),
+                                    F.layer_norm(xin.float(), (shape[-1],), w.float(), b.float(), 1e-5).to(dt),
+                                    rtol=tol, atol=tol * (10 if dt != torch.float32 else 100))
+                self.assertSame(KF.layer_norm(k(x), (shape[-1],)), F.layer_norm(x.float(), (shape[-1],)).to(dt),
+                                rtol=tol, atol=tol)
                 g = torch.randn(*shape[:-1], 2 * shape[-1], device=DEV, dtype=dt)
                 a, b = g.float().chunk(2, -1)
                 self.assertSame(kiln.silu_and_mul(k(g)), (F.silu(a) * b).to(dt), rtol=tol, atol=tol)

@@ -373,6 +373,15 @@ class TorchParity(TorchParityBase):
                     self.assertSame(got_v, ref_v, msg=msg)
                     # ties (likely in bf16) may order indices differently: check they select the same values
                     self.assertTrue(torch.equal(x.gather(-1, T(got_i)), ref_v), msg)
+        # ties everywhere and NaNs, k > 8 (the shared-memory sort): the same indices as kiln's CPU path
+        # (lower index first among equals, NaN largest), which the CPU tests check against numpy
+        x = torch.randint(0, 6, (6, 300), device=DEV).float()
+        x[2, 17] = x[2, 250] = x[4, 0] = float("nan")
+        for largest in (True, False):
+            v, i = kiln.topk(k(x), 20, -1, largest)
+            cv, ci = kiln.topk(k(x.cpu()), 20, -1, largest)
+            self.assertTrue(torch.equal(T(i).cpu(), T(ci)), f"largest={largest}")
+            self.assertTrue(bool(((T(v).cpu() == T(cv)) | (T(v).cpu().isnan() & T(cv).isnan())).all()))
         x = torch.randn(4, 50, device=DEV)
         x[1, 7] = float("nan")
         v, i = kiln.topk(k(x), 5)

@@ -1,6 +1,6 @@
 """kiln.nn.functional: the functional forms, named as torch.nn.functional."""
 from .. import _kiln
-from .._kiln import rms_norm, gelu, log_softmax, scaled_dot_product_attention, sigmoid, silu, softmax, tanh  # noqa: F401
+from .._kiln import rms_norm, layer_norm, gelu, log_softmax, scaled_dot_product_attention, sigmoid, silu, softmax, tanh  # noqa: F401
 
 
 def relu(input):
