@@ -16,4 +16,9 @@ struct BenchOptions {
 };
 int bench(const BenchOptions& opts);
 
+// Reads UTF-8 text on stdin and prints its ids on one line, separated by spaces.
+int tokenize(const std::string& tokenizer_path);
+// Reads whitespace-separated ids on stdin and writes their text (bytes as decoded).
+int detokenize(const std::string& tokenizer_path, bool skip_special);
+
 }  // namespace kiln::tools

@@ -40,4 +40,7 @@ std::string format(const Args&... args) {
     if (!(cond)) throw ::kiln::Error(::kiln::detail::format(__VA_ARGS__)); \
   } while (0)
 
+// KILN_THROW("what: ", value, ...): throws kiln::Error unconditionally.
+#define KILN_THROW(...) throw ::kiln::Error(::kiln::detail::format(__VA_ARGS__))
+
 #define KILN_NOT_IMPLEMENTED(...) throw ::kiln::NotImplementedError(::kiln::detail::format(__VA_ARGS__))
