@@ -198,7 +198,7 @@ HWY_INLINE hn::Vec<DI> e4m3_codes(hn::Vec<DU> x, bool saturate) {
   const DF df;
   const DI di;
   const auto sign = hn::And(hn::BitCast(di, hn::ShiftRight<24>(x)), hn::Set(di, 0x80));
-  const auto a = hn::BitCast(di, hn::And(x, hn::Set(hn::RebindToUnsigned<DF>(), 0x7fffffffu)));
+  const auto a = hn::BitCast(di, hn::And(x, hn::Set(DU(), 0x7fffffffu)));
   // below 2^-6: adding 2^14 lets the FPU round to the subnormal unit 2^-9
   const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 16384.0f))), hn::Set(di, 141 << 23));
   const auto odd = hn::And(hn::ShiftRight<20>(a), hn::Set(di, 1));

@@ -13,6 +13,19 @@ namespace {
 
 constexpr int kRowThreads = 256;
 
+// The sum of v over the block, in every thread.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();  // an earlier call's readers are done
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kRowThreads / 32; ++i) total += scratch[i];
+  return total;
+}
+
 template <class T>
 __global__ void __launch_bounds__(kRowThreads)
     rms_norm_kernel(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ residual,
@@ -31,29 +44,9 @@ __global__ void __launch_bounds__(kRowThreads)
     }
     ss += v * v;
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kRowThreads / 32; ++i) total += partial[i];
-  const float inv = rsqrtf(total / static_cast<float>(N) + eps);
+  const float inv = rsqrtf(block_sum(ss, partial) / static_cast<float>(N) + eps);
   for (int64_t i = threadIdx.x; i < N; i += kRowThreads)  // each thread rereads what it wrote
     out[r * N + i] = T(static_cast<float>(src[i]) * inv * (w ? static_cast<float>(w[i]) : 1.0f));
-}
-
-// The sum of v over the block, in every thread.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();  // an earlier call's readers are done
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kRowThreads / 32; ++i) total += scratch[i];
-  return total;
 }
 
 // A block per row, three passes (mean, variance about it, output); the second

@@ -15,9 +15,9 @@
 // whole reduction; while a graph is being captured a second small kernel folds
 // them instead. Anything else is made contiguous first.
 #include <cmath>
+#include <limits>
 #include <map>
 #include <mutex>
-#include <limits>
 
 #include "core/dispatch.h"
 #include "core/elementwise_math.h"
@@ -303,7 +303,8 @@ bool unit_stride(const StridedLayout<1>& L) { return L.ndim == 0 || (L.ndim == 1
 unsigned* split_tickets(cudaStream_t stream, int64_t columns) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   KILN_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  const int64_t capacity = static_cast<int64_t>(sm_count()) * 32;  // plan_splits splits only below two waves
+  // plan_splits splits only below its target, at most 8 blocks of 256 per SM
+  const int64_t capacity = static_cast<int64_t>(sm_count()) * 8;
   if (capture != cudaStreamCaptureStatusNone || columns > capacity) return nullptr;
   static std::mutex mu;
   static std::map<std::pair<int, cudaStream_t>, unsigned*> tickets;
@@ -316,10 +317,10 @@ unsigned* split_tickets(cudaStream_t stream, int64_t columns) {
   return t;
 }
 
-// Splits R so that the blocks fill one wave (`wave` resident blocks: a second,
-// partial wave would cost as much as the first); chunks stay multiples of `align`.
-void plan_splits(Work& w, int64_t base_blocks, int64_t min_chunk, int64_t align, int64_t wave) {
-  const int64_t target = wave;
+// Splits R so that about `target` blocks run (callers: one wave of resident
+// blocks, as a partial second wave costs as much as the first); chunks stay
+// multiples of `align`.
+void plan_splits(Work& w, int64_t base_blocks, int64_t min_chunk, int64_t align, int64_t target) {
   w.splits = 1;
   if (base_blocks < target && w.R > 2 * min_chunk)
     w.splits = std::min<int64_t>({(target + base_blocks - 1) / base_blocks, (w.R + min_chunk - 1) / min_chunk, 65535});

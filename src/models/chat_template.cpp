@@ -1,25 +1,16 @@
 // Chat prompts in the ChatML and Llama 3 formats (see chat_template.h).
 #include "models/chat_template.h"
 
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "models/json_file.h"
 
 namespace kiln {
 
 ChatTemplate ChatTemplate::from_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  const std::string file = fs::is_directory(path) ? (fs::path(path) / "tokenizer_config.json").string() : path;
-  std::ifstream in(file, std::ios::binary);
-  KILN_CHECK(in.good(), "chat template: cannot open ", file);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    KILN_THROW(file, ": not valid JSON: ", e.what());
-  }
+  const std::string file = file_or_in_folder(path, "tokenizer_config.json");
+  const nlohmann::json j = read_json_file(file, "chat template");
   KILN_CHECK(j.contains("chat_template") && j["chat_template"].is_string(), file, ": has no chat_template string");
   const std::string t = j["chat_template"].get<std::string>();
   ChatTemplate ct;

@@ -2,10 +2,10 @@
 #include "models/config.h"
 
 #include <algorithm>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "core/check.h"
+#include "models/json_file.h"
 
 namespace kiln {
 
@@ -15,14 +15,7 @@ bool ModelConfig::layer_is_moe(int64_t i) const {
 }
 
 ModelConfig load_config(const std::string& path) {
-  std::ifstream in(path);
-  KILN_CHECK(in.good(), "config: cannot open ", path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(detail::format("config: ", path, " is not valid JSON: ", e.what()));
-  }
+  const nlohmann::json j = read_json_file(path, "config");
   KILN_CHECK(j.is_object(), "config: ", path, " must hold a JSON object");
   auto need_int = [&](const char* name) {
     KILN_CHECK(j.contains(name) && j[name].is_number_integer() && j[name].get<int64_t>() > 0, "config: ", path,

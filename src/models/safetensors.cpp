@@ -19,6 +19,7 @@
 
 #include "core/check.h"
 #include "core/shape.h"
+#include "models/json_file.h"
 
 namespace kiln {
 
@@ -157,13 +158,7 @@ SafetensorsFile load_checkpoint(const std::string& folder) {
                "model.safetensors.index.json");
     return load_safetensors(single.string());
   }
-  nlohmann::json j;
-  try {
-    std::ifstream in(index);
-    j = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(detail::format("checkpoint: ", index.string(), " is not valid JSON: ", e.what()));
-  }
+  const nlohmann::json j = read_json_file(index.string(), "checkpoint");
   KILN_CHECK(j.is_object() && j.contains("weight_map") && j["weight_map"].is_object(), "checkpoint: ",
              index.string(), " has no weight_map object");
   std::map<std::string, std::vector<std::string>> names_by_shard;

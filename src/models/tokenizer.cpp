@@ -8,14 +8,13 @@
 #include <algorithm>
 #include <array>
 #include <climits>
-#include <filesystem>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <unordered_map>
 
 #include "core/check.h"
+#include "models/json_file.h"
 
 namespace kiln {
 
@@ -201,16 +200,8 @@ Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
-  namespace fs = std::filesystem;
-  const std::string file = fs::is_directory(path) ? (fs::path(path) / "tokenizer.json").string() : path;
-  std::ifstream in(file, std::ios::binary);
-  KILN_CHECK(in.good(), "tokenizer: cannot open ", file);
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {
-    KILN_THROW(file, ": not valid JSON: ", e.what());
-  }
+  const std::string file = file_or_in_folder(path, "tokenizer.json");
+  const json j = read_json_file(file, "tokenizer");
   auto impl = std::make_unique<Impl>();
   impl->file = file;
   auto field = [&](const json& obj, const char* key, const char* where) -> const json& {

@@ -1,0 +1,25 @@
+#include "models/json_file.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/check.h"
+
+namespace kiln {
+
+std::string file_or_in_folder(const std::string& path, const char* name) {
+  namespace fs = std::filesystem;
+  return fs::is_directory(path) ? (fs::path(path) / name).string() : path;
+}
+
+nlohmann::json read_json_file(const std::string& file, const char* what) {
+  std::ifstream in(file, std::ios::binary);
+  KILN_CHECK(in.good(), what, ": cannot open ", file);
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    KILN_THROW(what, ": ", file, " is not valid JSON: ", e.what());
+  }
+}
+
+}  // namespace kiln
