@@ -1,7 +1,9 @@
 // The kiln CLI's subcommands.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::tools {
 
@@ -20,5 +22,28 @@ int bench(const BenchOptions& opts);
 int tokenize(const std::string& tokenizer_path);
 // Reads whitespace-separated ids on stdin and writes their text (bytes as decoded).
 int detokenize(const std::string& tokenizer_path, bool skip_special);
+
+struct GenerateOptions {
+  std::string model;   // a Hugging Face model folder
+  std::string prompt;  // "" = read stdin
+  std::string system;
+  bool raw = false;       // the prompt as is, no chat template
+  bool no_think = false;  // Qwen3: close the think block at once
+  bool ignore_eos = false;
+  int64_t max_new_tokens = 256, max_context = 0;
+  double temperature = -1, top_p = -1;  // < 0: generation_config.json's (else greedy)
+  int64_t top_k = -1;
+  uint64_t seed = 0;
+  std::string device, dtype;  // "" = best device, the checkpoint's dtype
+};
+int generate(const GenerateOptions& opts);
+
+struct BenchDecodeOptions {
+  std::string config;  // config.json or a folder holding one
+  std::string device, dtype;
+  std::vector<int64_t> contexts{128, 2048};
+  int64_t decode_tokens = 64;
+};
+int bench_decode(const BenchDecodeOptions& opts);
 
 }  // namespace kiln::tools

@@ -173,6 +173,20 @@ Tensor silu_and_mul(const Tensor& x);
 // interleaved (GPT-J: pairs (2i, 2i + 1)).
 Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved = false);
 
+// The attention prologue of a Qwen3-style layer in one kernel, for a KV cache on
+// the device: from the fused projection qkv [T, (Hq + 2 Hkv) * D] (rows with unit
+// inner stride), q = rotary(rms_norm(q, q_norm)) and k = rotary(rms_norm(k, k_norm))
+// per head (each rounded to qkv's dtype after the norm, as the two ops in
+// sequence), v as is. k and v are written into k_cache and v_cache
+// [Hkv, capacity, D] (unit inner stride) at rows positions[t] (int32 [T] on the
+// same device); q [T, Hq, D] is returned. cos, sin [capacity, R / 2] float32
+// tables indexed by position (half-rotated pairs, dims past R pass through). An
+// undefined q_norm / k_norm skips that norm. Positions past the cache raise on the
+// CPU and stop the kernel on CUDA (as index_select's bad indices).
+Tensor qkv_rotary_cache(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, const Tensor& q_norm,
+                        const Tensor& k_norm, double eps, const Tensor& cos, const Tensor& sin, const Tensor& positions,
+                        const Tensor& k_cache, const Tensor& v_cache);
+
 // ---- mixture-of-experts routing ----
 enum class RouterScoring { Softmax, Sigmoid };
 
@@ -232,6 +246,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = st
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const std::optional<Tensor>& attn_mask = std::nullopt, bool is_causal = false,
                                     std::optional<double> scale = std::nullopt, bool enable_gqa = false);
+
+// One query token per sequence over a KV cache whose filled lengths are on the
+// device: q [B, Hq, D], k_cache and v_cache [B, Hkv, capacity, D] (Hq a multiple
+// of Hkv, as enable_gqa), seq_lens int32 [B] -> [B, Hq, D]; sequence b attends to
+// its first seq_lens[b] keys (clamped to the capacity on CUDA; 0 keys give 0). No
+// host synchronisation, so a captured CUDA graph replays it at any length.
+Tensor attention_decode_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_lens,
+                              std::optional<double> scale = std::nullopt);
 
 // ---- shape helpers ----
 // The broadcast shape of a and b, or Error naming both.

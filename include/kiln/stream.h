@@ -85,4 +85,31 @@ class Event {
   bool recorded_ = false;
 };
 
+// A CUDA graph: the work queued on a capture stream between capture_begin and
+// capture_end, replayed by one launch. Memory that the captured ops allocate
+// comes from the capture stream's cache and stays reserved for the graph while
+// it lives (empty_cache leaves it), so replays find their buffers intact: give
+// the graph a stream of its own and queue nothing else on it. Tensors made during
+// the capture (outputs) keep their memory as long as they live; the graph writes
+// them again at each replay.
+class CudaGraph {
+ public:
+  explicit CudaGraph(const Stream& capture_stream);  // a stream made by Stream::create
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  // Starts capturing; the capture stream is current on this thread until capture_end.
+  void capture_begin();
+  void capture_end();
+  // Launches the graph on `stream` (ordered after the work queued there so far).
+  void replay(const Stream& stream) const;
+  bool captured() const { return exec_ != nullptr; }
+
+ private:
+  Stream stream_;
+  void* exec_ = nullptr;
+  std::unique_ptr<StreamGuard> guard_;
+};
+
 }  // namespace kiln

@@ -20,6 +20,9 @@ void record_stream(void* ptr, const Stream& stream);
 MemoryStats memory_stats(int device);
 void reset_peak_memory_stats(int device);
 void empty_cache(int device);
+// While reserved, the cached blocks of `stream` are never released (empty_cache,
+// the retry after a failed cudaMalloc): a CUDA graph captured on it uses them.
+void set_stream_reserved(int device, void* stream, bool reserved);
 }  // namespace cuda_backend
 
 }  // namespace kiln

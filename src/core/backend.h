@@ -81,9 +81,22 @@ struct MoeRouteArgs {
 // Arguments of the one-query attention (decode): q [B, Hq, D], k and v [B, Hkv,
 // S, D] with unit inner stride (a KV cache read in place), out [B, Hq, D]
 // contiguous, all one float dtype; q head h reads kv head h / (Hq / Hkv).
+// out [B, Hq, D] contiguous; q [B, Hq, D], k, v [B, Hkv, S, D] with unit inner
+// strides; seq_lens int32 [B] on the device (keys past it unread) or undefined (all S).
 struct AttentionDecodeArgs {
   Tensor out, q, k, v;
   double scale = 1.0;
+  Tensor seq_lens;
+};
+
+// qkv_rotary_cache's arguments, checked: q_out [T, Hq, D] contiguous; qkv rows
+// [T, (Hq + 2 Hkv) D] unit inner stride; norms [D] contiguous or undefined; cos,
+// sin [capacity, half] contiguous float32; positions int32 [T] contiguous; caches
+// [Hkv, capacity, D] with unit inner stride.
+struct QkvRotaryCacheArgs {
+  Tensor q_out, qkv, q_norm, k_norm, cos, sin, positions, k_cache, v_cache;
+  int64_t hq = 0, hkv = 0;
+  float eps = 0;
 };
 
 #define KILN_BACKEND_KERNELS                                                                        \
@@ -126,7 +139,8 @@ struct AttentionDecodeArgs {
   /* out [M, H], x [M, 2H] contiguous */                                                          \
   void silu_and_mul_rows(const Tensor& out, const Tensor& x);                                       \
   /* out and x [T, H, D] (out contiguous, x unit inner stride); cos, sin [T, R/2] float32 contiguous */ \
-  void rotary(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved);
+  void rotary(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor& sin, bool interleaved); \
+  void qkv_rotary_cache(const QkvRotaryCacheArgs& args);
 
 namespace cpu {
 KILN_BACKEND_KERNELS

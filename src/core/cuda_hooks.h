@@ -16,5 +16,10 @@ void event_record(int device, void* event, void* stream);
 void event_synchronize(void* event);
 bool event_query(void* event);
 float event_elapsed_ms(void* start, void* end);
+// CUDA graphs: capture (relaxed mode) of what is queued on `stream`, then one launch per replay.
+void graph_capture_begin(int device, void* stream);
+void* graph_capture_end(int device, void* stream);  // the instantiated graph
+void graph_launch(int device, void* exec, void* stream);
+void graph_destroy(int device, void* exec);
 
 }  // namespace kiln::cuda_backend

@@ -54,6 +54,7 @@ void silu_and_mul_rows(const Tensor&, const Tensor&) { no_cuda("silu_and_mul"); 
 void layer_norm_rows(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) { no_cuda("layer_norm"); }
 void sample_rows(const Tensor&, const Tensor&, const Tensor&, int64_t, float) { no_cuda("sample"); }
 void rotary(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool) { no_cuda("apply_rotary"); }
+void qkv_rotary_cache(const QkvRotaryCacheArgs&) { no_cuda("qkv_rotary_cache"); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda("copy to/from cuda"); }
 std::shared_ptr<Storage> allocate(size_t, int) { no_cuda("cuda allocation"); }
 void record_stream(void*, const Stream&) { no_cuda("record_stream"); }
@@ -71,6 +72,11 @@ void event_record(int, void*, void*) { no_cuda("Event::record"); }
 void event_synchronize(void*) { no_cuda("Event::synchronize"); }
 bool event_query(void*) { no_cuda("Event::query"); }
 float event_elapsed_ms(void*, void*) { no_cuda("Event::elapsed_time"); }
+void graph_capture_begin(int, void*) { no_cuda("CudaGraph"); }
+void* graph_capture_end(int, void*) { no_cuda("CudaGraph"); }
+void graph_launch(int, void*, void*) { no_cuda("CudaGraph"); }
+void graph_destroy(int, void*) {}
+void set_stream_reserved(int, void*, bool) {}
 }  // namespace cuda_backend
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "core/check.h"
+#include "core/allocator.h"
 #include "core/cuda_hooks.h"
 
 namespace kiln {
@@ -121,6 +122,48 @@ float Event::elapsed_time(const Event& end) const {
   KILN_CHECK(timing_ && end.timing_, "Event::elapsed_time: both events need enable_timing=true");
   KILN_CHECK(recorded_ && end.recorded_, "Event::elapsed_time: both events must be recorded first");
   return cuda_backend::event_elapsed_ms(handle_, end.handle_);
+}
+
+CudaGraph::CudaGraph(const Stream& capture_stream) : stream_(capture_stream) {
+  KILN_CHECK(stream_.device().is_cuda() && stream_.native() != nullptr,
+             "CudaGraph: the capture stream must be a CUDA stream of its own (Stream::create), got ",
+             stream_.device().str(), stream_.native() ? "" : "'s default stream");
+}
+
+CudaGraph::~CudaGraph() {
+  guard_.reset();
+  if (exec_) {
+    cuda_backend::graph_destroy(stream_.device().index, exec_);
+    cuda_backend::set_stream_reserved(stream_.device().index, stream_.native(), false);
+  }
+}
+
+void CudaGraph::capture_begin() {
+  KILN_CHECK(!exec_ && !guard_, "CudaGraph: already captured or capturing");
+  cuda_backend::set_stream_reserved(stream_.device().index, stream_.native(), true);
+  guard_ = std::make_unique<StreamGuard>(stream_);
+  cuda_backend::graph_capture_begin(stream_.device().index, stream_.native());
+}
+
+void CudaGraph::capture_end() {
+  KILN_CHECK(guard_ != nullptr, "CudaGraph: capture_end without capture_begin");
+  void* exec = nullptr;
+  try {
+    exec = cuda_backend::graph_capture_end(stream_.device().index, stream_.native());
+  } catch (...) {
+    guard_.reset();
+    cuda_backend::set_stream_reserved(stream_.device().index, stream_.native(), false);
+    throw;
+  }
+  guard_.reset();
+  exec_ = exec;
+}
+
+void CudaGraph::replay(const Stream& stream) const {
+  KILN_CHECK(exec_ != nullptr, "CudaGraph: replay before capture_end");
+  KILN_CHECK(stream.device() == stream_.device(), "CudaGraph: captured on ", stream_.device().str(),
+             ", replayed on ", stream.device().str());
+  cuda_backend::graph_launch(stream_.device().index, exec_, stream.native());
 }
 
 }  // namespace kiln

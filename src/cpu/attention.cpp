@@ -1,5 +1,6 @@
 // CPU one-query attention (decode): per query head, scores over the cache in
 // float32, a stable softmax, the weighted sum of values. Heads run in parallel.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -21,22 +22,27 @@ void attention_decode(const AttentionDecodeArgs& a) {
         const T* q = a.q.data<T>() + b * a.q.stride(0) + h * a.q.stride(1);
         const T* k = a.k.data<T>() + b * a.k.stride(0) + (h / G) * a.k.stride(1);
         const T* v = a.v.data<T>() + b * a.v.stride(0) + (h / G) * a.v.stride(1);
-        std::vector<float> qf(D), acc(D, 0.0f), p(S);
+        const int64_t len = a.seq_lens.defined() ? std::clamp<int64_t>(a.seq_lens.data<int32_t>()[b], 0, S) : S;
+        T* out = a.out.data<T>() + (b * Hq + h) * D;
+        if (len == 0) {  // no keys: 0, as a fully masked row
+          for (int64_t d = 0; d < D; ++d) out[d] = T(0.0f);
+          continue;
+        }
+        std::vector<float> qf(D), acc(D, 0.0f), p(len);
         for (int64_t d = 0; d < D; ++d) qf[d] = static_cast<float>(q[d]) * scale;
         float m = -std::numeric_limits<float>::infinity();
-        for (int64_t s = 0; s < S; ++s) {
+        for (int64_t s = 0; s < len; ++s) {
           float dot = 0.0f;
           for (int64_t d = 0; d < D; ++d) dot += qf[d] * static_cast<float>(k[s * a.k.stride(2) + d]);
           p[s] = dot;
           m = std::max(m, dot);
         }
         float l = 0.0f;
-        for (int64_t s = 0; s < S; ++s) {
+        for (int64_t s = 0; s < len; ++s) {
           p[s] = std::exp(p[s] - m);
           l += p[s];
           for (int64_t d = 0; d < D; ++d) acc[d] += p[s] * static_cast<float>(v[s * a.v.stride(2) + d]);
         }
-        T* out = a.out.data<T>() + (b * Hq + h) * D;
         for (int64_t d = 0; d < D; ++d) out[d] = T(acc[d] / l);
       }
   });

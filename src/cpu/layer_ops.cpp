@@ -99,4 +99,50 @@ void rotary(const Tensor& out, const Tensor& x, const Tensor& cos, const Tensor&
   });
 }
 
+// One (token, head) at a time: q and k heads normalised (rounded to T), rotated
+// and written (q to q_out, k into the cache at the token's position); v heads copied.
+void qkv_rotary_cache(const QkvRotaryCacheArgs& a) {
+  detail::dispatch_float(a.qkv.dtype(), "qkv_rotary_cache", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t Tn = a.qkv.size(0), H = a.hq + 2 * a.hkv, D = a.qkv.size(1) / H, half = a.cos.size(1);
+#pragma omp parallel for collapse(2)
+    for (int64_t t = 0; t < Tn; ++t)
+      for (int64_t j = 0; j < H; ++j) {
+        const T* src = a.qkv.data<T>() + t * a.qkv.stride(0) + j * D;
+        const int64_t pos = a.positions.data<int32_t>()[t];
+        T* dst;
+        const Tensor* norm = nullptr;
+        if (j < a.hq) {
+          dst = a.q_out.data<T>() + (t * a.hq + j) * D;
+          norm = &a.q_norm;
+        } else if (j < a.hq + a.hkv) {
+          dst = a.k_cache.data<T>() + (j - a.hq) * a.k_cache.stride(0) + pos * a.k_cache.stride(1);
+          norm = &a.k_norm;
+        } else {
+          T* v = a.v_cache.data<T>() + (j - a.hq - a.hkv) * a.v_cache.stride(0) + pos * a.v_cache.stride(1);
+          for (int64_t i = 0; i < D; ++i) v[i] = src[i];
+          continue;
+        }
+        std::vector<float> x(D);
+        double ss = 0.0;
+        for (int64_t i = 0; i < D; ++i) {
+          x[i] = static_cast<float>(src[i]);
+          ss += static_cast<double>(x[i]) * x[i];
+        }
+        if (norm->defined()) {
+          const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + a.eps);
+          for (int64_t i = 0; i < D; ++i)
+            x[i] = static_cast<float>(T(x[i] * inv * static_cast<float>(norm->data<T>()[i])));
+        }
+        const float* c = a.cos.data<float>() + pos * half;
+        const float* sn = a.sin.data<float>() + pos * half;
+        for (int64_t i = 0; i < half; ++i) {
+          dst[i] = T(x[i] * c[i] - x[i + half] * sn[i]);
+          dst[i + half] = T(x[i + half] * c[i] + x[i] * sn[i]);
+        }
+        for (int64_t i = 2 * half; i < D; ++i) dst[i] = T(x[i]);
+      }
+  });
+}
+
 }  // namespace kiln::cpu

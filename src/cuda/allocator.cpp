@@ -139,6 +139,11 @@ class CachingAllocator {
     reclaim_waiting(c);
     release_free(c);
   }
+  void set_reserved(cudaStream_t stream, bool reserved) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (reserved) reserved_.insert(stream);
+    else reserved_.erase(stream);
+  }
 
  private:
   DeviceCache& cache(int device) { return devices_[device]; }
@@ -169,8 +174,12 @@ class CachingAllocator {
   }
 
   void release_free(DeviceCache& c) {
-    for (auto& [key, blocks] : c.free) {
-      for (Block* b : blocks) {
+    for (auto it = c.free.begin(); it != c.free.end();) {
+      if (reserved_.count(it->first.first)) {  // a captured graph's memory
+        ++it;
+        continue;
+      }
+      for (Block* b : it->second) {
         int prev = -1;
         cudaGetDevice(&prev);
         cudaSetDevice(b->device);
@@ -179,13 +188,14 @@ class CachingAllocator {
         c.stats.reserved -= b->size;
         delete b;
       }
+      it = c.free.erase(it);
     }
-    c.free.clear();
   }
 
   std::mutex mu_;
   std::unordered_map<int, DeviceCache> devices_;
   std::unordered_map<void*, Block*> live_;
+  std::unordered_set<cudaStream_t> reserved_;
 };
 
 // Never destroyed: tensors freed during static destruction still find it.
@@ -208,5 +218,8 @@ void record_stream(void* ptr, const Stream& stream) {
 MemoryStats memory_stats(int device) { return instance().stats(device); }
 void reset_peak_memory_stats(int device) { instance().reset_peak(device); }
 void empty_cache(int device) { instance().empty_cache(device); }
+void set_stream_reserved(int, void* stream, bool reserved) {
+  instance().set_reserved(static_cast<cudaStream_t>(stream), reserved);
+}
 
 }  // namespace kiln::cuda_backend

@@ -50,14 +50,20 @@ template <class T, int GS, int G>
 __global__ void __launch_bounds__(kWarps * 32)
     decode_partial_kernel(const T* __restrict__ q, int64_t qsb, int64_t qsh, const T* __restrict__ k, int64_t ksb,
                           int64_t ksh, int64_t kss, const T* __restrict__ v, int64_t vsb, int64_t vsh, int64_t vss,
-                          int Hkv, int g_real, int64_t S, int D, float scale_log2, int64_t chunk, int splits,
-                          float* __restrict__ part_acc, float2* __restrict__ part_ml) {
+                          int Hkv, int g_real, int64_t S, const int32_t* __restrict__ seq_lens, int D,
+                          float scale_log2, int64_t chunk, int splits, float* __restrict__ part_acc,
+                          float2* __restrict__ part_ml) {
   constexpr int kRowsPerWarp = 32 / GS, kSlots = kWarps * kRowsPerWarp;
   __shared__ float sm_m[kWarps][G], sm_l[kWarps][G], sm_acc[kWarps][G][kMaxDim];
   const int bh = blockIdx.x, split = blockIdx.y;
   const int b = bh / Hkv, hk = bh % Hkv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % GS, slot = warp * kRowsPerWarp + lane / GS;
   const bool active = c * 8 < D;
+  if (seq_lens) {  // the filled length lives on the device (a replayed graph): chunks cover it evenly
+    const int64_t len = seq_lens[b];
+    S = len < 0 ? 0 : (len < S ? len : S);
+    chunk = ((S + splits - 1) / splits + kKeysPerStep - 1) / kKeysPerStep * kKeysPerStep;
+  }
   const int64_t s_begin = split * chunk, s_end = (S < s_begin + chunk ? S : s_begin + chunk);
 
   float qf[G][8];
@@ -200,7 +206,7 @@ __global__ void __launch_bounds__(256) decode_merge_kernel(const float* __restri
 #pragma unroll 4
   for (int i = y; i < splits; i += 8) {
     const float2 p = ml[i];
-    const float w = exp2f(p.x - mx);  // an empty chunk has m = -inf: weight 0 (its sums are 0 too)
+    const float w = p.x == -INFINITY ? 0.0f : exp2f(p.x - mx);  // an empty chunk: weight 0 (its sums are 0 too)
     den += p.y * w;
     const float* acc = part_acc + (head * splits + i) * D;
 #pragma unroll
@@ -220,7 +226,7 @@ __global__ void __launch_bounds__(256) decode_merge_kernel(const float* __restri
     float v = 0.0f;
 #pragma unroll
     for (int i = 0; i < 8; ++i) v += red[i][d];
-    out[head * D + d] = T(v / total);
+    out[head * D + d] = T(total > 0.0f ? v / total : 0.0f);  // no keys at all: 0, as a fully masked row
   }
 }
 
@@ -242,7 +248,8 @@ void launch_decode(const AttentionDecodeArgs& a) {
   decode_partial_kernel<T, GS, G><<<grid, kWarps * 32, 0, current_stream()>>>(
       a.q.data<T>(), a.q.stride(0), a.q.stride(1), a.k.data<T>(), a.k.stride(0), a.k.stride(1), a.k.stride(2),
       a.v.data<T>(), a.v.stride(0), a.v.stride(1), a.v.stride(2), static_cast<int>(Hkv), static_cast<int>(Hq / Hkv),
-      S, static_cast<int>(D), static_cast<float>(a.scale) * kLog2e, chunk, splits, part_acc.data<float>(),
+      S, a.seq_lens.defined() ? a.seq_lens.data<int32_t>() : nullptr, static_cast<int>(D),
+      static_cast<float>(a.scale) * kLog2e, chunk, splits, part_acc.data<float>(),
       reinterpret_cast<float2*>(part_ml.data<float>()));
   KILN_CUDA_CHECK_LAUNCH();
   decode_merge_kernel<T><<<static_cast<unsigned>(B * Hq), dim3(32, 8), 0, current_stream()>>>(part_acc.data<float>(),

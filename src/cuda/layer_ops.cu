@@ -1,9 +1,10 @@
-// CUDA rms_norm (with the fused residual add), layer_norm, silu_and_mul and
-// rotary embedding. Decode-sized rows: the norms are a block per row (one read for the
+// CUDA rms_norm (with the fused residual add), layer_norm, silu_and_mul,
+// rotary embedding and the fused q/k norm + rotary + KV cache write. Decode-sized rows: the norms are a block per row (one read for the
 // sum of squares, the second from L1/L2), the others one thread per output.
 #include <cuda_runtime.h>
 
 #include "core/backend.h"
+#include "core/check.h"
 #include "core/dispatch.h"
 #include "cuda/common.h"
 
@@ -102,7 +103,89 @@ __global__ void rotary_kernel(T* __restrict__ out, const T* __restrict__ x, int6
   out[e] = T(v);
 }
 
+// A warp per (token, head) of qkv: lanes stride over the head's dims, the sum of
+// squares is a warp shuffle sum; q and k heads are normalised (rounded to T as
+// rms_norm's output), rotated and stored (k into the cache row of the token's
+// position, read on the device); v heads are copied into their cache row.
+template <class T>
+__global__ void __launch_bounds__(128)
+    qkv_rotary_cache_kernel(T* __restrict__ q_out, const T* __restrict__ qkv, int64_t qkv_row, int Tn, int hq,
+                            int hkv, int D, const T* __restrict__ q_norm, const T* __restrict__ k_norm,
+                            const float* __restrict__ cosv, const float* __restrict__ sinv, int half,
+                            const int32_t* __restrict__ positions, int capacity, T* __restrict__ kc, int64_t kcs0,
+                            int64_t kcs1, T* __restrict__ vc, int64_t vcs0, int64_t vcs1, float eps) {
+  const int H = hq + 2 * hkv;
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (item >= static_cast<int64_t>(Tn) * H) return;
+  const int lane = threadIdx.x % 32, t = static_cast<int>(item / H), j = static_cast<int>(item % H);
+  const T* src = qkv + t * qkv_row + static_cast<int64_t>(j) * D;
+  const int pos = positions[t];
+  if (pos < 0 || pos >= capacity) __trap();  // a position past the cache: stop, as a bad index would
+  if (j >= hq + hkv) {
+    T* dst = vc + (j - hq - hkv) * vcs0 + pos * vcs1;
+    for (int i = lane; i < D; i += 32) dst[i] = src[i];
+    return;
+  }
+  const bool is_q = j < hq;
+  const T* w = is_q ? q_norm : k_norm;
+  T* dst = is_q ? q_out + (static_cast<int64_t>(t) * hq + j) * D : kc + (j - hq) * kcs0 + pos * kcs1;
+  constexpr int kMaxPerLane = 8;  // D <= 256
+  float x[kMaxPerLane];
+  float ss = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kMaxPerLane; ++r) {
+    const int i = lane + 32 * r;
+    x[r] = i < D ? static_cast<float>(src[i]) : 0.0f;
+    ss += x[r] * x[r];
+  }
+  if (w) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = rsqrtf(ss / static_cast<float>(D) + eps);
+#pragma unroll
+    for (int r = 0; r < kMaxPerLane; ++r) {
+      const int i = lane + 32 * r;
+      if (i < D) x[r] = static_cast<float>(T(x[r] * inv * static_cast<float>(w[i])));
+    }
+  }
+  // the rotation pairs dims i and i + half, which sit in other lanes: through shared memory
+  __shared__ float row[4][256];
+  float* mine = row[threadIdx.x / 32];
+#pragma unroll
+  for (int r = 0; r < kMaxPerLane; ++r)
+    if (lane + 32 * r < D) mine[lane + 32 * r] = x[r];
+  __syncwarp();
+  const float* c = cosv + static_cast<int64_t>(pos) * half;
+  const float* sn = sinv + static_cast<int64_t>(pos) * half;
+#pragma unroll
+  for (int r = 0; r < kMaxPerLane; ++r) {
+    const int i = lane + 32 * r;
+    if (i >= D) continue;
+    float v = x[r];
+    if (i < half) v = v * c[i] - mine[i + half] * sn[i];
+    else if (i < 2 * half) v = v * c[i - half] + mine[i - half] * sn[i - half];
+    dst[i] = T(v);
+  }
+}
+
 }  // namespace
+
+void qkv_rotary_cache(const QkvRotaryCacheArgs& a) {
+  detail::dispatch_float(a.qkv.dtype(), "qkv_rotary_cache", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t Tn = a.qkv.size(0), H = a.hq + 2 * a.hkv, D = a.qkv.size(1) / H;
+    KILN_CHECK(D <= 256, "qkv_rotary_cache: head_dim ", D, " exceeds the CUDA kernel's 256");
+    const int64_t items = Tn * H;
+    qkv_rotary_cache_kernel<T><<<static_cast<unsigned>((items + 3) / 4), 128, 0, current_stream()>>>(
+        a.q_out.data<T>(), a.qkv.data<T>(), a.qkv.stride(0), static_cast<int>(Tn), static_cast<int>(a.hq),
+        static_cast<int>(a.hkv), static_cast<int>(D), a.q_norm.defined() ? a.q_norm.data<T>() : nullptr,
+        a.k_norm.defined() ? a.k_norm.data<T>() : nullptr, a.cos.data<float>(), a.sin.data<float>(),
+        static_cast<int>(a.cos.size(1)), a.positions.data<int32_t>(), static_cast<int>(a.k_cache.size(1)),
+        a.k_cache.data<T>(), a.k_cache.stride(0), a.k_cache.stride(1), a.v_cache.data<T>(), a.v_cache.stride(0),
+        a.v_cache.stride(1), a.eps);
+    KILN_CUDA_CHECK_LAUNCH();
+  });
+}
 
 void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, const Tensor& residual_out,
                    const Tensor& weight, float eps) {

@@ -152,4 +152,29 @@ float event_elapsed_ms(void* start, void* end) {
   return ms;
 }
 
+// ---- graphs ----
+void graph_capture_begin(int device, void* stream) {
+  DeviceGuard g(device);
+  // relaxed: the caching allocator may cudaMalloc while the capture runs
+  KILN_CUDA_CHECK(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream), cudaStreamCaptureModeRelaxed));
+}
+void* graph_capture_end(int device, void* stream) {
+  DeviceGuard g(device);
+  cudaGraph_t graph = nullptr;
+  KILN_CUDA_CHECK(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  KILN_CUDA_CHECK(err);
+  return exec;
+}
+void graph_launch(int device, void* exec, void* stream) {
+  DeviceGuard g(device);
+  KILN_CUDA_CHECK(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec), static_cast<cudaStream_t>(stream)));
+}
+void graph_destroy(int device, void* exec) {
+  DeviceGuard g(device);
+  cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec));
+}
+
 }  // namespace kiln::cuda_backend

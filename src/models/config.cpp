@@ -14,7 +14,8 @@ bool ModelConfig::layer_is_moe(int64_t i) const {
          (i + 1) % decoder_sparse_step == 0;
 }
 
-ModelConfig load_config(const std::string& path) {
+ModelConfig load_config(const std::string& file_or_folder) {
+  const std::string path = file_or_in_folder(file_or_folder, "config.json");
   const nlohmann::json j = read_json_file(path, "config");
   KILN_CHECK(j.is_object(), "config: ", path, " must hold a JSON object");
   auto need_int = [&](const char* name) {
@@ -39,7 +40,8 @@ ModelConfig load_config(const std::string& path) {
   c.model_type = j["model_type"].get<std::string>();
   KILN_CHECK(c.model_type == "qwen3" || c.model_type == "qwen3_moe", "config: ", path, ": model_type '", c.model_type,
              "' is not supported (qwen3 and qwen3_moe are)");
-  if (j.contains("torch_dtype") && j["torch_dtype"].is_string()) c.torch_dtype = j["torch_dtype"].get<std::string>();
+  for (const char* key : {"torch_dtype", "dtype"})  // transformers 5 writes "dtype"
+    if (j.contains(key) && j[key].is_string()) c.torch_dtype = j[key].get<std::string>();
   c.hidden_size = need_int("hidden_size");
   c.num_hidden_layers = need_int("num_hidden_layers");
   c.num_attention_heads = need_int("num_attention_heads");
@@ -50,13 +52,25 @@ ModelConfig load_config(const std::string& path) {
   c.max_position_embeddings = opt_int("max_position_embeddings", 32768);
   c.rms_norm_eps = opt_num("rms_norm_eps", 1e-6);
   c.rope_theta = opt_num("rope_theta", 10000.0);
+  // transformers 5 keeps rotary settings in rope_parameters, 4 in rope_theta and rope_scaling
+  for (const char* key : {"rope_parameters", "rope_scaling"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    const auto& r = j[key];
+    KILN_CHECK(r.is_object(), "config: ", path, ": '", key, "' must be an object");
+    const std::string type = r.value("rope_type", r.value("type", std::string("default")));
+    KILN_CHECK(type == "default", "config: ", path, ": rotary scaling '", type, "' (", key,
+               ") is not supported; only the default rotary embedding is");
+    if (r.contains("rope_theta") && r["rope_theta"].is_number()) c.rope_theta = r["rope_theta"].get<double>();
+  }
   c.tie_word_embeddings = j.value("tie_word_embeddings", false);
   KILN_CHECK(c.num_key_value_heads > 0 && c.num_attention_heads % c.num_key_value_heads == 0, "config: ", path,
              ": num_attention_heads (", c.num_attention_heads, ") must be a multiple of num_key_value_heads (",
              c.num_key_value_heads, ")");
   KILN_CHECK(c.head_dim > 0, "config: ", path, ": head_dim must be positive");
   if (c.model_type == "qwen3_moe") {
-    c.num_experts = need_int("num_experts");
+    // transformers 5 may write the expert count as num_local_experts
+    c.num_experts = need_int(j.contains("num_experts") || !j.contains("num_local_experts") ? "num_experts"
+                                                                                          : "num_local_experts");
     c.num_experts_per_tok = need_int("num_experts_per_tok");
     c.moe_intermediate_size = need_int("moe_intermediate_size");
     c.decoder_sparse_step = std::max<int64_t>(1, opt_int("decoder_sparse_step", 1));

@@ -25,8 +25,8 @@ struct ModelConfig {
   bool layer_is_moe(int64_t i) const;
 };
 
-// Reads and checks config.json: required fields present and positive, heads
+// Reads and checks config.json (or the one in a model folder): required fields present and positive, heads
 // divisible by kv heads, top-k within the experts; errors name the file and field.
-ModelConfig load_config(const std::string& path);
+ModelConfig load_config(const std::string& file_or_folder);
 
 }  // namespace kiln

@@ -99,4 +99,40 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
   return matmul(p, v.to(DType::Float32)).to(q.dtype());
 }
 
+Tensor attention_decode_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_lens,
+                              std::optional<double> scale) {
+  constexpr const char* op = "attention_decode_cache";
+  check_defined(op, q, k_cache);
+  check_defined(op, v_cache, seq_lens);
+  check_same_device(op, q, k_cache);
+  check_same_device(op, q, v_cache);
+  check_same_device(op, q, seq_lens);
+  KILN_CHECK(q.dtype() == k_cache.dtype() && q.dtype() == v_cache.dtype(), op,
+             ": q, k_cache and v_cache must have one dtype, got ", q.dtype(), ", ", k_cache.dtype(), ", ",
+             v_cache.dtype());
+  KILN_CHECK(q.dtype() == DType::BFloat16 || q.dtype() == DType::Float16 || (!q.is_cuda() && q.dtype() == DType::Float32),
+             op, ": dtype must be bfloat16 or float16 (float32 on the CPU), got ", q.dtype());
+  KILN_CHECK(q.dim() == 3 && k_cache.dim() == 4 && v_cache.shape() == k_cache.shape() && k_cache.size(0) == q.size(0) &&
+                 k_cache.size(3) == q.size(2) && k_cache.size(1) > 0 && q.size(1) % k_cache.size(1) == 0 &&
+                 q.size(1) / k_cache.size(1) <= 8,
+             op, ": q must be [B, Hq, D] and the caches [B, Hkv, capacity, D] with Hq a multiple of Hkv (at most 8 q "
+             "heads per kv head), got ", q.shape(), ", ", k_cache.shape(), " and ", v_cache.shape());
+  const int64_t D = q.size(2);
+  KILN_CHECK(D % 8 == 0 && D <= 256 && rows_vector_aligned(q, 2) && rows_vector_aligned(k_cache, 3) &&
+                 rows_vector_aligned(v_cache, 3),
+             op, ": head_dim must be a multiple of 8 up to 256 with 16-byte aligned rows of unit stride, got ", D);
+  KILN_CHECK(seq_lens.dtype() == DType::Int32 && seq_lens.dim() == 1 && seq_lens.size(0) == q.size(0), op,
+             ": seq_lens must be int32 [", q.size(0), "], got ", seq_lens.dtype(), " ", seq_lens.shape());
+  if (!seq_lens.is_cuda() && seq_lens.numel() > 0) {
+    const int64_t lo = amin(seq_lens).item<int64_t>(), hi = amax(seq_lens).item<int64_t>();
+    KILN_CHECK(lo >= 0 && hi <= k_cache.size(2), op, ": seq_lens must lie in [0, ", k_cache.size(2), "], got ",
+               lo < 0 ? lo : hi);
+  }
+  AttentionDecodeArgs a{Tensor::empty(q.shape(), q.dtype(), q.device()), q, k_cache, v_cache,
+                        scale.value_or(1.0 / std::sqrt(static_cast<double>(D))), seq_lens.contiguous()};
+  if (a.out.numel() > 0 && k_cache.size(2) > 0) KILN_ON_DEVICE(q.device(), attention_decode, a);
+  else if (a.out.numel() > 0) a.out.zero_();
+  return a.out;
+}
+
 }  // namespace kiln

@@ -118,3 +118,59 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool 
 }
 
 }  // namespace kiln
+
+namespace kiln {
+
+Tensor qkv_rotary_cache(const Tensor& qkv, int64_t hq, int64_t hkv, const Tensor& q_norm, const Tensor& k_norm,
+                        double eps, const Tensor& cos, const Tensor& sin, const Tensor& positions,
+                        const Tensor& k_cache, const Tensor& v_cache) {
+  constexpr const char* op = "qkv_rotary_cache";
+  check_defined(op, qkv, cos);
+  check_defined(op, sin, positions);
+  check_defined(op, k_cache, v_cache);
+  check_compute_float(op, qkv);
+  for (const Tensor* t : {&cos, &sin, &positions, &k_cache, &v_cache}) check_same_device(op, qkv, *t);
+  KILN_CHECK(hq > 0 && hkv > 0 && qkv.dim() == 2 && qkv.size(1) % (hq + 2 * hkv) == 0, op, ": qkv must be [T, (",
+             hq, " + 2 * ", hkv, ") * head_dim], got shape ", qkv.shape());
+  const int64_t T = qkv.size(0), D = qkv.size(1) / (hq + 2 * hkv);
+  KILN_CHECK(k_cache.dim() == 3 && k_cache.size(0) == hkv && k_cache.size(2) == D && v_cache.shape() == k_cache.shape() &&
+                 k_cache.dtype() == qkv.dtype() && v_cache.dtype() == qkv.dtype() && k_cache.stride(2) == 1 &&
+                 v_cache.stride(2) == 1,
+             op, ": k_cache and v_cache must be [", hkv, ", capacity, ", D, "] of ", qkv.dtype(),
+             " with unit inner stride, got ", k_cache.dtype(), " ", k_cache.shape(), " and ", v_cache.dtype(), " ",
+             v_cache.shape());
+  const int64_t capacity = k_cache.size(1);
+  KILN_CHECK(cos.dtype() == DType::Float32 && cos.dim() == 2 && cos.shape() == sin.shape() &&
+                 sin.dtype() == DType::Float32 && cos.size(0) >= capacity && cos.size(1) * 2 <= D,
+             op, ": cos and sin must be float32 [>= ", capacity, ", <= ", D / 2, "], got ", cos.dtype(), " ",
+             cos.shape(), " and ", sin.dtype(), " ", sin.shape());
+  KILN_CHECK(positions.dtype() == DType::Int32 && positions.dim() == 1 && positions.size(0) == T, op,
+             ": positions must be int32 [", T, "], got ", positions.dtype(), " ", positions.shape());
+  for (const Tensor* n : {&q_norm, &k_norm})
+    if (n->defined()) {
+      check_same_device(op, qkv, *n);
+      KILN_CHECK(n->dim() == 1 && n->size(0) == D && n->dtype() == qkv.dtype(), op, ": q_norm and k_norm must be [",
+                 D, "] of ", qkv.dtype(), ", got ", n->dtype(), " ", n->shape());
+    }
+  if (!positions.is_cuda() && T > 0) {
+    const int64_t lo = amin(positions).item<int64_t>(), hi = amax(positions).item<int64_t>();
+    KILN_CHECK(lo >= 0 && hi < capacity, op, ": positions must lie in [0, ", capacity, "), got ", lo < 0 ? lo : hi);
+  }
+  QkvRotaryCacheArgs a;
+  a.q_out = Tensor::empty({T, hq, D}, qkv.dtype(), qkv.device());
+  a.qkv = qkv.stride(1) == 1 ? qkv : qkv.contiguous();
+  a.q_norm = q_norm.defined() ? q_norm.contiguous() : q_norm;
+  a.k_norm = k_norm.defined() ? k_norm.contiguous() : k_norm;
+  a.cos = cos.contiguous();
+  a.sin = sin.contiguous();
+  a.positions = positions.contiguous();
+  a.k_cache = k_cache;
+  a.v_cache = v_cache;
+  a.hq = hq;
+  a.hkv = hkv;
+  a.eps = static_cast<float>(eps);
+  if (T > 0) KILN_ON_DEVICE(qkv.device(), qkv_rotary_cache, a);
+  return a.q_out;
+}
+
+}  // namespace kiln

@@ -39,5 +39,6 @@ Tensor as_tensor_like(py::handle obj, const Tensor& like, const char* op);
 void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_runtime(py::module_& m);
+void bind_models(py::module_& m);
 
 }  // namespace kiln::python

@@ -258,4 +258,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_runtime(m);
   bind_tensor(m);
   bind_ops(m);
+  bind_models(m);
 }

@@ -313,6 +313,16 @@ void bind_ops(py::module_& m) {
   m.def("silu_and_mul", &silu_and_mul, arg("input"), py::call_guard<py::gil_scoped_release>());
   m.def("apply_rotary", &apply_rotary, arg("input"), arg("cos"), arg("sin"), arg("interleaved") = false,
         py::call_guard<py::gil_scoped_release>());
+  m.def("qkv_rotary_cache", [](const Tensor& qkv, int64_t hq, int64_t hkv, std::optional<Tensor> q_norm,
+                               std::optional<Tensor> k_norm, double eps, const Tensor& cos, const Tensor& sin,
+                               const Tensor& positions, const Tensor& k_cache, const Tensor& v_cache) {
+    py::gil_scoped_release release;
+    return qkv_rotary_cache(qkv, hq, hkv, q_norm.value_or(Tensor()), k_norm.value_or(Tensor()), eps, cos, sin,
+                            positions, k_cache, v_cache);
+  }, arg("qkv"), arg("num_heads"), arg("num_kv_heads"), arg("q_norm"), arg("k_norm"), arg("eps"), arg("cos"),
+     arg("sin"), arg("positions"), arg("k_cache"), arg("v_cache"));
+  m.def("attention_decode_cache", &attention_decode_cache, arg("q"), arg("k_cache"), arg("v_cache"), arg("seq_lens"),
+        arg("scale") = none, py::call_guard<py::gil_scoped_release>());
   // ---- gathers and mixture-of-experts routing ----
   m.def("index_select", &index_select, arg("input"), arg("dim"), arg("index"), py::call_guard<py::gil_scoped_release>());
   cls.def("index_select", &index_select, arg("dim"), arg("index"));

@@ -72,6 +72,25 @@ TEST(ModelConfig, DenseDefaultsAndSparseSteps) {
   EXPECT_TRUE(c.layer_is_moe(5));
 }
 
+TEST(ModelConfig, RotarySettingsOfTransformers5) {
+  const std::string dense = R"({"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 8,
+    "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 10, "dtype": "float32", )";
+  std::string path = write_temp(dense + R"("rope_parameters": {"rope_type": "default", "rope_theta": 5e5}})");
+  const kiln::ModelConfig c = kiln::load_config(path);
+  EXPECT_EQ(c.rope_theta, 5e5);
+  EXPECT_EQ(c.torch_dtype, "float32");
+  std::remove(path.c_str());
+  path = write_temp(dense + R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0}})");
+  try {
+    kiln::load_config(path);
+    ADD_FAILURE() << "yarn scaling was accepted";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("rotary scaling 'yarn' (rope_scaling) is not supported"), std::string::npos)
+        << e.what();
+  }
+  std::remove(path.c_str());
+}
+
 TEST(ModelConfig, ErrorsNameTheField) {
   auto message_of = [](const std::string& text) {
     const std::string path = write_temp(text);

@@ -2,7 +2,7 @@
 their mean durations, and the span of 10 back-to-back calls per call (so the gaps
 between kernels show as span minus kernel time). Uses the cases of bench.py.
 
-    PYTHONPATH=build/python python3 bench/profile.py --filter "mean bf16"
+    PYTHONPATH=build/python python3 bench/kernel_profile.py --filter "mean bf16"
 """
 import argparse
 import collections
@@ -43,7 +43,7 @@ def main():
     ap.add_argument("--filter", required=True, help="cases whose family or name contains this")
     args = ap.parse_args()
     if not torch.cuda.is_available() or not kiln.cuda.is_available():
-        sys.exit("profile.py needs CUDA in both torch and kiln")
+        sys.exit("kernel_profile.py needs CUDA in both torch and kiln")
     torch.manual_seed(0)
     with kiln.cuda.use_torch_stream(torch.cuda.current_stream()):
         for make in CASES:

@@ -1,0 +1,174 @@
+// The Qwen3 / Qwen3-MoE forward pass. Per layer: RMSNorm, one q|k|v projection,
+// per-head q/k RMSNorm + rotary + the new keys and values written into the cache
+// (one kernel), attention over the cache (the decode kernel for one token, with
+// the length read on the device; causal for a prompt from position 0, an explicit
+// mask for a prompt appended later), o_proj, the residual add fused into the next
+// RMSNorm, then SwiGLU or the experts. On CUDA a one-token step is a CUDA graph.
+#include "models/qwen3.h"
+
+#include <cmath>
+
+#include "core/check.h"
+#include "kiln/ops.h"
+
+namespace kiln {
+
+std::pair<Tensor, Tensor> rotary_tables(int64_t positions, int64_t head_dim, double theta, Device device) {
+  const int64_t half = head_dim / 2;
+  std::vector<float> inv_freq(half), c(positions * half), s(positions * half);
+  for (int64_t i = 0; i < half; ++i)
+    inv_freq[i] = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  for (int64_t p = 0; p < positions; ++p)
+    for (int64_t i = 0; i < half; ++i) {
+      const float angle = static_cast<float>(p) * inv_freq[i];
+      c[p * half + i] = std::cos(angle);
+      s[p * half + i] = std::sin(angle);
+    }
+  return {Tensor::from_vector(c, {positions, half}, DType::Float32, device),
+          Tensor::from_vector(s, {positions, half}, DType::Float32, device)};
+}
+
+Qwen3Model::Qwen3Model(ModelConfig config, ModelWeights weights, int64_t max_context)
+    : config_(std::move(config)), weights_(std::move(weights)) {
+  const ModelConfig& c = config_;
+  KILN_CHECK(static_cast<int64_t>(weights_.layers.size()) == c.num_hidden_layers, "Qwen3Model: ",
+             weights_.layers.size(), " layers of weights for a config of ", c.num_hidden_layers);
+  KILN_CHECK(max_context > 0, "Qwen3Model: max_context must be positive, got ", max_context);
+  KILN_CHECK(c.head_dim % 2 == 0, "Qwen3Model: head_dim ", c.head_dim, " must be even for rotary");
+  capacity_ = std::min(max_context, c.max_position_embeddings);
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) {
+    k_cache_.push_back(Tensor::empty({c.num_key_value_heads, capacity_, c.head_dim}, dtype(), device()));
+    v_cache_.push_back(Tensor::empty({c.num_key_value_heads, capacity_, c.head_dim}, dtype(), device()));
+  }
+  std::tie(rope_cos_, rope_sin_) = rotary_tables(capacity_, c.head_dim, c.rope_theta, device());
+  step_buf_ = zeros({3}, DType::Int32, device());
+}
+
+Tensor Qwen3Model::forward(const Tensor& ids_in, bool all_logits) {
+  KILN_CHECK(ids_in.defined() && ids_in.dim() == 1 &&
+                 (ids_in.dtype() == DType::Int64 || ids_in.dtype() == DType::Int32),
+             "Qwen3Model.forward: ids must be a 1-D int32 or int64 tensor, got ",
+             ids_in.defined() ? dtype_name(ids_in.dtype()) : "undefined", " ", ids_in.shape());
+  const int64_t T = ids_in.size(0);
+  KILN_CHECK(T > 0, "Qwen3Model.forward: no tokens given");
+  KILN_CHECK(length_ + T <= capacity_, "Qwen3Model.forward: ", T, " tokens after ", length_,
+             " cached ones exceed the context of ", capacity_, " positions");
+  if (!ids_in.is_cuda()) {  // ids from the host are checked here (on CUDA a bad id would stop the device)
+    const int64_t lo = amin(ids_in).item<int64_t>(), hi = amax(ids_in).item<int64_t>();
+    KILN_CHECK(lo >= 0 && hi < config_.vocab_size, "Qwen3Model.forward: token ids must lie in [0, ",
+               config_.vocab_size, "), got ", lo < 0 ? lo : hi);
+  }
+  Tensor logits;
+  if (T == 1) {
+    logits = decode_step(ids_in);
+  } else {
+    std::vector<int32_t> pos(T);
+    for (int64_t t = 0; t < T; ++t) pos[t] = static_cast<int32_t>(length_ + t);
+    Step step{ids_in.to(device()), Tensor::from_vector(pos, {T}, DType::Int32, device()), Tensor(), length_};
+    logits = run(step, all_logits);
+  }
+  length_ += T;
+  return logits;
+}
+
+void Qwen3Model::set_cuda_graphs(bool on) {
+  use_graphs_ = on;
+  if (!on) {
+    graph_logits_ = Tensor();
+    graph_.reset();
+  }
+}
+
+bool Qwen3Model::graph_capable() const {
+  return use_graphs_ && device().is_cuda() && dtype() != DType::Float32;
+}
+
+// One token: its id, position and the new length go to the device in one copy;
+// the kernels read them there, so the same launches (or the captured graph)
+// serve every position.
+Tensor Qwen3Model::decode_step(const Tensor& id) {
+  step_buf_.narrow(0, 1, 2).copy_(Tensor::from_vector(std::vector<int32_t>{static_cast<int32_t>(length_),
+                                                                           static_cast<int32_t>(length_ + 1)},
+                                                      {2}, DType::Int32, kCPU));
+  step_buf_.narrow(0, 0, 1).copy_(id);
+  const Step step{step_buf_.narrow(0, 0, 1), step_buf_.narrow(0, 1, 1), step_buf_.narrow(0, 2, 1), length_};
+  if (!graph_capable()) return run(step, false);
+  if (!graph_) {
+    if (graph_stream_.device().is_cpu()) graph_stream_ = Stream::create(device());
+    auto graph = std::make_unique<CudaGraph>(graph_stream_);
+    graph->capture_begin();
+    try {
+      graph_logits_ = run(step, false);
+    } catch (...) {
+      try {
+        graph->capture_end();
+      } catch (...) {
+      }
+      graph_logits_ = Tensor();
+      throw;
+    }
+    graph->capture_end();
+    graph_ = std::move(graph);
+  }
+  graph_->replay(Stream::current(device()));
+  return graph_logits_.clone();  // the graph writes graph_logits_ again at the next step
+}
+
+Tensor Qwen3Model::run(const Step& step, bool all_logits) {
+  const int64_t T = step.ids.size(0);
+  const Tensor x = index_select(weights_.embed, 0, step.ids);  // [T, hidden]
+  const double eps = config_.rms_norm_eps;
+  const auto& layers = weights_.layers;
+  Tensor residual = x, h = rms_norm(x, layers[0].input_norm, eps);
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Tensor a = attention(static_cast<int64_t>(i), h, step);
+    std::tie(h, residual) = rms_norm_residual(a, residual, layers[i].post_attention_norm, eps);
+    const Tensor m = layers[i].is_moe ? moe(layers[i], h) : dense_mlp(layers[i], h);
+    const Tensor& next_norm = i + 1 < layers.size() ? layers[i + 1].input_norm : weights_.final_norm;
+    std::tie(h, residual) = rms_norm_residual(m, residual, next_norm, eps);
+  }
+  return weights_.lm_head(all_logits ? h : h.narrow(0, T - 1, 1));
+}
+
+Tensor Qwen3Model::attention(int64_t layer, const Tensor& h, const Step& step) {
+  const AttentionWeights& w = weights_.layers[layer].attn;
+  const int64_t T = h.size(0), D = config_.head_dim, hq = config_.num_attention_heads,
+                hkv = config_.num_key_value_heads;
+  const Tensor& kc = k_cache_[layer];
+  const Tensor& vc = v_cache_[layer];
+  // q, and k and v written into the cache at their positions
+  const Tensor q = qkv_rotary_cache(w.qkv(h), hq, hkv, w.q_norm, w.k_norm, config_.rms_norm_eps, rope_cos_,
+                                    rope_sin_, step.positions, kc, vc);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  Tensor o;
+  if (T == 1 && (dtype() != DType::Float32 || !device().is_cuda())) {  // the cache's length read on the device
+    o = attention_decode_cache(q.view({1, hq, D}), kc.unsqueeze(0), vc.unsqueeze(0), step.seq_len, scale);
+    return w.o(o.view({1, hq * D}));
+  }
+  const int64_t S = step.start + T;
+  const Tensor keys = kc.narrow(1, 0, S).unsqueeze(0), values = vc.narrow(1, 0, S).unsqueeze(0);
+  const Tensor q4 = q.transpose(0, 1).unsqueeze(0);  // [1, hq, T, D]
+  if (T == 1 || step.start == 0) {
+    o = scaled_dot_product_attention(q4, keys, values, std::nullopt, T > 1, scale, true);
+  } else {  // a chunk after cached context: query i sees keys up to start + i
+    const Tensor rows = arange(step.start, S, 1, DType::Int64, device()).unsqueeze(1);
+    const Tensor mask = ge(rows, arange(S, DType::Int64, device()).unsqueeze(0));
+    o = scaled_dot_product_attention(q4, keys, values, mask, false, scale, true);
+  }
+  return w.o(o.squeeze(0).transpose(0, 1).reshape({T, hq * D}));
+}
+
+Tensor Qwen3Model::dense_mlp(const LayerWeights& l, const Tensor& h) const {
+  return l.mlp.down(silu_and_mul(l.mlp.gate_up(h)));
+}
+
+Tensor Qwen3Model::moe(const LayerWeights& l, const Tensor& h) const {
+  const MoeRouting r = moe_route(l.moe.router(h), config_.num_experts_per_tok, RouterScoring::Softmax, std::nullopt,
+                                 config_.norm_topk_prob);
+  const Tensor rows = index_select(h, 0, r.token_of);  // [T * k, hidden], sorted by expert
+  const Tensor gate_up = grouped_mm(rows, l.moe.gate_up.transpose(1, 2), r.offs);
+  const Tensor down = grouped_mm(silu_and_mul(gate_up), l.moe.down.transpose(1, 2), r.offs);
+  return moe_combine(down, r);
+}
+
+}  // namespace kiln

@@ -1,0 +1,106 @@
+"""The decode step's KV cache ops and the engine's CUDA graph on the GPU, against
+PyTorch and against kiln's own eager launches (GPU machine)."""
+import json
+import os
+import tempfile
+import unittest
+
+import kiln
+from gpu_common import DEV, HAVE, TorchParityBase, k, torch
+
+TINY_MOE = dict(model_type="qwen3_moe", hidden_size=256, intermediate_size=512, num_hidden_layers=3,
+                num_attention_heads=8, num_key_value_heads=2, head_dim=64, vocab_size=1000,
+                max_position_embeddings=512, rms_norm_eps=1e-6, rope_theta=1e6, num_experts=16,
+                num_experts_per_tok=4, moe_intermediate_size=128, norm_topk_prob=True, mlp_only_layers=[1])
+
+
+@unittest.skipUnless(HAVE, "needs torch with CUDA and a CUDA device for kiln")
+class KvCacheOps(TorchParityBase):
+    def test_qkv_rotary_cache_against_torch(self):
+        F = torch.nn.functional
+        for dt, tol in ((torch.float32, 1e-5), (torch.bfloat16, 1.6e-2)):
+            for hq, hkv, d, half, norms in [(32, 8, 128, 64, True), (16, 2, 80, 40, True), (4, 4, 256, 32, False),
+                                            (8, 1, 64, 32, True)]:
+                T, cap, eps = 5, 64, 1e-6
+                qkv = torch.randn(T, (hq + 2 * hkv) * d, device=DEV, dtype=dt)
+                qn, kn = torch.randn(d, device=DEV, dtype=dt), torch.randn(d, device=DEV, dtype=dt)
+                ang = torch.arange(cap, device=DEV)[:, None].float() * torch.rand(half, device=DEV)[None]
+                cos, sin = ang.cos(), ang.sin()
+                pos = torch.tensor([3, 0, 63, 17, 9], device=DEV, dtype=torch.int32)
+                kc = torch.zeros(hkv, cap, d, device=DEV, dtype=dt)
+                vc = torch.zeros(hkv, cap, d, device=DEV, dtype=dt)
+                q = kiln.qkv_rotary_cache(k(qkv), hq, hkv, k(qn) if norms else None, k(kn) if norms else None, eps,
+                                          k(cos), k(sin), k(pos), k(kc), k(vc))
+
+                def ref(x, w):  # x [T, heads, d]: torch's rms_norm (rounded to dt), then the rotation in float32
+                    if norms:
+                        x = F.rms_norm(x.float(), (d,), w.float(), eps).to(dt)
+                    x = x.float()
+                    c, s = cos[pos.long()][:, None], sin[pos.long()][:, None]
+                    out = x.clone()
+                    out[..., :half] = x[..., :half] * c - x[..., half:2 * half] * s
+                    out[..., half:2 * half] = x[..., half:2 * half] * c + x[..., :half] * s
+                    return out.to(dt)
+
+                heads = qkv.view(T, hq + 2 * hkv, d)
+                msg = f"{dt} {hq}/{hkv} d={d}"
+                self.assertSame(q, ref(heads[:, :hq], qn), rtol=tol, atol=tol, msg=msg)
+                want_k = torch.zeros_like(kc)
+                want_k[:, pos.long()] = ref(heads[:, hq:hq + hkv], kn).transpose(0, 1)
+                want_v = torch.zeros_like(vc)
+                want_v[:, pos.long()] = heads[:, hq + hkv:].transpose(0, 1)
+                torch.testing.assert_close(kc, want_k, rtol=tol, atol=tol, msg=msg)
+                torch.testing.assert_close(vc, want_v, rtol=0, atol=0, msg=msg)
+
+    def test_attention_decode_cache_against_torch(self):
+        F = torch.nn.functional
+        for dt in (torch.bfloat16, torch.float16):
+            for hq, hkv, d, cap in [(32, 8, 80, 4096), (16, 2, 128, 300), (8, 8, 64, 33), (32, 4, 256, 1000)]:
+                B = 3
+                q = torch.randn(B, hq, d, device=DEV, dtype=dt)
+                kc = torch.randn(B, hkv, cap, d, device=DEV, dtype=dt)
+                vc = torch.randn(B, hkv, cap, d, device=DEV, dtype=dt)
+                lens = torch.tensor([cap, 1, cap // 2 + 3], device=DEV, dtype=torch.int32)
+                got = torch.from_dlpack(kiln.attention_decode_cache(k(q), k(kc), k(vc), k(lens), 0.125))
+                for b in range(B):
+                    s = int(lens[b])
+                    want = F.scaled_dot_product_attention(q[b:b + 1, :, None], kc[b:b + 1, :, :s], vc[b:b + 1, :, :s],
+                                                          scale=0.125, enable_gqa=True)[:, :, 0]
+                    torch.testing.assert_close(got[b:b + 1], want, rtol=2e-2, atol=2e-2, msg=f"{hq}/{hkv} d={d} b={b}")
+            zero = kiln.attention_decode_cache(k(q), k(kc), k(vc), k(torch.zeros(B, device=DEV, dtype=torch.int32)))
+            self.assertEqual(float(torch.from_dlpack(zero).abs().max()), 0.0)
+
+
+@unittest.skipUnless(HAVE, "needs torch with CUDA and a CUDA device for kiln")
+class EngineGraph(TorchParityBase):
+    def test_graph_replays_equal_eager_launches(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump(TINY_MOE, f)
+            models = [kiln.Qwen3Model.random(path, DEV, dt, max_context=128, seed=3) for dt in ("bf16", "bf16")]
+        models[1].cuda_graphs = False
+        prompt = list(range(5, 45))
+        outs = []
+        for m in models:
+            logits, tok, seen = m.forward(prompt), None, []
+            for step in range(24):
+                tok = int(torch.from_dlpack(logits).float().argmax())
+                seen.append(torch.from_dlpack(logits).clone())
+                logits = m.forward([tok])
+                if step == 5:
+                    kiln.cuda.empty_cache()  # the graph's memory stays reserved
+            outs.append(torch.stack(seen))
+        torch.testing.assert_close(outs[0], outs[1], rtol=0, atol=0)
+        self.assertEqual(models[0].length, 40 + 24)
+        # a new prompt after reset replays the same graph at other positions
+        models[0].reset()
+        models[1].reset()
+        a = [models[0].forward(prompt[:7])] + [models[0].forward([t]) for t in (1, 2, 3)]
+        b = [models[1].forward(prompt[:7])] + [models[1].forward([t]) for t in (1, 2, 3)]
+        for x, y in zip(a, b):
+            torch.testing.assert_close(torch.from_dlpack(x), torch.from_dlpack(y), rtol=0, atol=0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,97 @@
+// kiln bench-decode: a model of a config.json with random weights (nothing to
+// download), timed the way generate runs it: prefill of a prompt, then a token
+// per step, each sampled greedily and read back to the host.
+#include <chrono>
+#include <cstdio>
+
+#include "commands.h"
+#include "core/check.h"
+#include "kiln/kiln.h"
+#include "models/qwen3.h"
+
+namespace kiln::tools {
+
+Device pick_device(const std::string& spec);
+WeightOptions weight_options(const std::string& dtype, const Device& device, const ModelConfig& config);
+
+namespace {
+
+void sync(Device d) {
+  if (d.is_cuda()) cuda::synchronize(d.index);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// GB/s of a device-to-device copy of 1 GiB (CPU: 256 MiB): the read+write ceiling.
+double copy_gbps(Device d) {
+  const int64_t n = (d.is_cuda() ? 1LL << 30 : 1LL << 28) / 4;
+  const Tensor a = zeros({n}, DType::Float32, d), b = empty({n}, DType::Float32, d);
+  b.copy_(a);
+  sync(d);
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    b.copy_(a);
+    sync(d);
+    best = std::min(best, seconds_since(t0));
+  }
+  return 2.0 * n * 4 / best / 1e9;
+}
+
+// n token ids drawn uniformly from [0, vocab)
+Tensor randint_ids(int64_t vocab, int64_t n, Generator& gen, Device d) {
+  return mul(rand({n}, DType::Float32, d, &gen), static_cast<double>(vocab - 1)).to(DType::Int64);
+}
+
+}  // namespace
+
+int bench_decode(const BenchDecodeOptions& opts) {
+  const ModelConfig config = load_config(opts.config);
+  const Device dev = pick_device(opts.device);
+  if (dev.is_cuda() && !cuda::is_available()) throw Error("bench-decode: CUDA is not available: " + cuda::availability().reason);
+  const WeightOptions wo = weight_options(opts.dtype, dev, config);
+  int64_t longest = 0;
+  for (int64_t c : opts.contexts) longest = std::max(longest, c);
+  KILN_CHECK(longest > 0 && opts.decode_tokens > 0, "bench-decode: contexts and --tokens must be positive");
+  const auto t_load = std::chrono::steady_clock::now();
+  Qwen3Model model(config, random_weights(config, wo, 0), longest + opts.decode_tokens + 1);
+  sync(dev);
+  const ModelWeights& w = model.weights();
+  const double per_token = static_cast<double>(w.decode_bytes_per_token(config));
+  const double ceiling = copy_gbps(dev);
+  std::printf("kiln bench-decode: %s, %lld layers%s, %s%s on %s; %.2f GB of weights, %.3f GB read per token; "
+              "random init %.1f s; copy ceiling %.0f GB/s\n",
+              config.model_type.c_str(), static_cast<long long>(config.num_hidden_layers),
+              config.is_moe() ? (", " + std::to_string(config.num_experts) + " experts top-" +
+                                 std::to_string(config.num_experts_per_tok)).c_str() : "",
+              dtype_name(wo.dtype), wo.fp8 ? " (fp8 linear weights)" : "", dev.str().c_str(), w.total_bytes() / 1e9,
+              per_token / 1e9, seconds_since(t_load), ceiling);
+  std::printf("%8s %14s %14s %12s %12s %8s\n", "context", "prefill tok/s", "decode tok/s", "ms/token", "weight GB/s",
+              "%copy");
+  Generator gen(1);
+  for (int64_t ctx : opts.contexts) {
+    const Tensor prompt = randint_ids(config.vocab_size, ctx, gen, dev);
+    model.reset();
+    model.forward(prompt);  // warm-up: allocator, cuBLAS handles
+    sync(dev);
+    model.reset();
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor logits = model.forward(prompt);
+    int64_t id = argmax(logits.view({-1})).item<int64_t>();
+    const double prefill = seconds_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    for (int64_t i = 0; i < opts.decode_tokens; ++i) {
+      logits = model.forward(Tensor::from_vector(std::vector<int64_t>{id}, {1}, DType::Int64, kCPU));
+      id = argmax(logits.view({-1})).item<int64_t>();
+    }
+    const double decode = seconds_since(t1) / opts.decode_tokens;
+    const double gbps = per_token / decode / 1e9;
+    std::printf("%8lld %14.1f %14.1f %12.3f %12.1f %7.0f%%\n", static_cast<long long>(ctx), ctx / prefill, 1.0 / decode,
+                decode * 1e3, gbps, 100.0 * gbps / ceiling);
+  }
+  return 0;
+}
+
+}  // namespace kiln::tools
