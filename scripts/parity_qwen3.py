@@ -7,8 +7,9 @@ For each model and dtype: transformers' prefill and 32 cached decode steps give
 the reference logits; kiln loads the saved folder and is fed the same tokens
 (so positions match even if greedy choices would differ); then both decode
 greedily on their own and the token sequences are compared. Exits non-zero when
-a tolerance is missed (fp32: 1e-4 of the logits' largest magnitude; bf16: 3e-2)
-or the fp32 greedy tokens differ.
+a tolerance is missed (fp32: 1e-4 of the logits' largest magnitude; bf16: 3e-2),
+the fp32 greedy tokens differ, or in bf16 more than 2 of the 32 same-prefix
+argmax choices differ.
 """
 import argparse
 import sys
@@ -96,10 +97,15 @@ def main():
             kiln_tokens = kiln.generate(km, prompt, STEPS)
             e_prefill, e_decode = rel(got_prefill, want_prefill), rel(got[:STEPS], want[:STEPS])
             same = sum(a == b for a, b in zip(kiln_tokens, hf_tokens))
-            ok = e_prefill <= TOL[dtype_name] and e_decode <= TOL[dtype_name] and (dtype_name != "fp32" or same == STEPS)
+            # with the same prefix (teacher forcing), the step's argmax: bf16 rounding may flip a near tie, after
+            # which free-running greedy sequences part ways for good
+            agree = int((got[:STEPS].argmax(-1) == want[:STEPS].argmax(-1)).sum())
+            ok = (e_prefill <= TOL[dtype_name] and e_decode <= TOL[dtype_name] and
+                  (same == STEPS if dtype_name == "fp32" else agree >= STEPS - 2))
             failures += not ok
             print(f"{name:11s} {dtype_name}: prefill rel err {e_prefill:.2e}, decode rel err {e_decode:.2e} over "
-                  f"{STEPS} steps, greedy tokens equal {same}/{STEPS}  {'ok' if ok else 'FAIL'}")
+                  f"{STEPS} steps, greedy tokens equal {same}/{STEPS}, same-prefix argmax equal {agree}/{STEPS}  "
+                  f"{'ok' if ok else 'FAIL'}")
             del model, km
             torch.cuda.empty_cache()
     print("parity:", "all ok" if failures == 0 else f"{failures} failures")

@@ -1,6 +1,7 @@
 // CUDA one-query attention (decode), split over the context and merged
-// (flash-decoding): the KV cache is read in place, once per kv head for all
-// of its G query heads.
+// (flash-decoding): the KV cache is read in place, once per kv head for up to
+// 4 of its query heads (a kv head serving 8 takes two blocks, the second
+// mostly reading from L2).
 //
 // Partial kernel: a block takes one kv head and a chunk of keys. A group of GS
 // lanes (GS = D / 8 rounded up to a power of two) holds one key row: lane c loads
@@ -20,7 +21,7 @@ namespace kiln::cuda_backend {
 
 namespace {
 
-constexpr int kWarps = 4, kKeysPerStep = 4, kMaxDim = 256, kMaxGroup = 8;
+constexpr int kWarps = 4, kKeysPerStep = 4, kMaxDim = 256;
 constexpr float kLog2e = 1.4426950408889634f;
 
 template <class T>
@@ -50,13 +51,15 @@ template <class T, int GS, int G>
 __global__ void __launch_bounds__(kWarps * 32)
     decode_partial_kernel(const T* __restrict__ q, int64_t qsb, int64_t qsh, const T* __restrict__ k, int64_t ksb,
                           int64_t ksh, int64_t kss, const T* __restrict__ v, int64_t vsb, int64_t vsh, int64_t vss,
-                          int Hkv, int g_real, int64_t S, const int32_t* __restrict__ seq_lens, int D,
+                          int Hkv, int g_total, int hsplit, int64_t S, const int32_t* __restrict__ seq_lens, int D,
                           float scale_log2, int64_t chunk, int splits, float* __restrict__ part_acc,
                           float2* __restrict__ part_ml) {
   constexpr int kRowsPerWarp = 32 / GS, kSlots = kWarps * kRowsPerWarp;
   __shared__ float sm_m[kWarps][G], sm_l[kWarps][G], sm_acc[kWarps][G][kMaxDim];
-  const int bh = blockIdx.x, split = blockIdx.y;
+  // block x: (batch, kv head, which G of the kv head's g_total query heads)
+  const int bh = blockIdx.x / hsplit, sub = blockIdx.x % hsplit, split = blockIdx.y;
   const int b = bh / Hkv, hk = bh % Hkv;
+  const int h0 = hk * g_total + sub * G, g_real = ::min(G, g_total - sub * G);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, c = lane % GS, slot = warp * kRowsPerWarp + lane / GS;
   const bool active = c * 8 < D;
   if (seq_lens) {  // the filled length lives on the device (a replayed graph): chunks cover it evenly
@@ -70,7 +73,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int h = 0; h < G; ++h) {
     uint4 u = make_uint4(0, 0, 0, 0);
-    if (active && h < g_real) u = *reinterpret_cast<const uint4*>(q + b * qsb + (hk * g_real + h) * qsh + c * 8);
+    if (active && h < g_real) u = *reinterpret_cast<const uint4*>(q + b * qsb + (h0 + h) * qsh + c * 8);
     widen8<T>(u, qf[h]);
 #pragma unroll
     for (int i = 0; i < 8; ++i) qf[h][i] *= scale_log2;
@@ -172,7 +175,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
   for (int h = 0; h < G; ++h) {
     if (h >= g_real) break;
-    const int64_t row = (static_cast<int64_t>(b) * Hkv * g_real + hk * g_real + h) * splits + split;
+    const int64_t row = (static_cast<int64_t>(b) * Hkv * g_total + h0 + h) * splits + split;
     if (active)
 #pragma unroll
       for (int i = 0; i < 8; ++i) part_acc[row * D + c * 8 + i] = acc[h][i];
@@ -237,17 +240,18 @@ void launch_decode(const AttentionDecodeArgs& a) {
   // One full wave of blocks (the kernel holds G queries and outputs in registers, so
   // fewer blocks fit an SM as G grows: 3 per SM at G = 4), and no chunk shorter than
   // one round of the block. A partial second wave would cost as much as the first.
+  const int g_total = static_cast<int>(Hq / Hkv), hsplit = (g_total + G - 1) / G;  // blocks per kv head
   const int64_t wave = resident_blocks(reinterpret_cast<const void*>(decode_partial_kernel<T, GS, G>), kWarps * 32);
-  const int64_t want = std::max<int64_t>(1, wave / (B * Hkv));
+  const int64_t want = std::max<int64_t>(1, wave / (B * Hkv * hsplit));
   const int64_t splits0 = std::max<int64_t>(1, std::min(want, (S + kKeysPerRound - 1) / kKeysPerRound));
   const int64_t chunk = ((S + splits0 - 1) / splits0 + kKeysPerStep - 1) / kKeysPerStep * kKeysPerStep;
   const int splits = static_cast<int>((S + chunk - 1) / chunk);
   Tensor part_acc = Tensor::empty({B * Hq * splits * D}, DType::Float32, a.out.device());
   Tensor part_ml = Tensor::empty({B * Hq * splits * 2}, DType::Float32, a.out.device());
-  const dim3 grid(static_cast<unsigned>(B * Hkv), static_cast<unsigned>(splits));
+  const dim3 grid(static_cast<unsigned>(B * Hkv * hsplit), static_cast<unsigned>(splits));
   decode_partial_kernel<T, GS, G><<<grid, kWarps * 32, 0, current_stream()>>>(
       a.q.data<T>(), a.q.stride(0), a.q.stride(1), a.k.data<T>(), a.k.stride(0), a.k.stride(1), a.k.stride(2),
-      a.v.data<T>(), a.v.stride(0), a.v.stride(1), a.v.stride(2), static_cast<int>(Hkv), static_cast<int>(Hq / Hkv),
+      a.v.data<T>(), a.v.stride(0), a.v.stride(1), a.v.stride(2), static_cast<int>(Hkv), g_total, hsplit,
       S, a.seq_lens.defined() ? a.seq_lens.data<int32_t>() : nullptr, static_cast<int>(D),
       static_cast<float>(a.scale) * kLog2e, chunk, splits, part_acc.data<float>(),
       reinterpret_cast<float2*>(part_ml.data<float>()));
@@ -263,8 +267,7 @@ void decode_group(const AttentionDecodeArgs& a) {
   const int64_t G = a.q.size(1) / a.k.size(1);
   if (G == 1) launch_decode<T, GS, 1>(a);
   else if (G == 2) launch_decode<T, GS, 2>(a);
-  else if (G <= 4) launch_decode<T, GS, 4>(a);
-  else launch_decode<T, GS, kMaxGroup>(a);
+  else launch_decode<T, GS, 4>(a);  // 5..8 query heads per kv head: two blocks of 4 (8 in registers would spill occupancy)
 }
 
 }  // namespace

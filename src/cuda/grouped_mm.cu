@@ -13,6 +13,7 @@
 #include "core/dispatch.h"
 #include "core/vector_rows.h"
 #include "cuda/common.h"
+#include "cuda/gemv.cuh"
 #include "cuda/mma.cuh"
 
 namespace kiln::cuda_backend {
@@ -124,6 +125,47 @@ __global__ void __launch_bounds__(WARPS * 32)
       }
 }
 
+// Decode with at most one row per group on average: a matrix-vector product per
+// (group, row), written for bandwidth as linear's decode kernel. Each warp
+// streams one weight row (an output column) of its group with U 16-byte loads
+// in flight per lane (3 when K is 3 steps of 32 x 16 bytes, as a 768-wide down
+// projection, so no step is left to a serial tail); slot blockIdx.y picks the
+// (group, row), blockIdx.x the columns. Each group's weights are read once per row.
+template <class T, class O, int U>
+__global__ void __launch_bounds__(256)
+    grouped_gemv_kernel(const T* __restrict__ a, int64_t lda, int64_t rows, const T* __restrict__ b, int64_t ldg,
+                        int64_t ldb, int64_t N, int64_t K, const int32_t* __restrict__ offs, int G,
+                        O* __restrict__ out, int64_t ldo) {
+  constexpr int kWarpsPerBlock = 8, V = 16 / sizeof(T);
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock;
+  if (blockIdx.y == 0) zero_tail_rows(offs, G, rows, N, n0, kWarpsPerBlock, out, ldo);
+  GroupChunk gc;
+  if (!find_group_chunk(offs, G, rows, 1, blockIdx.y, gc)) return;  // the same for every warp of the block
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t n = n0 + warp;
+  if (n >= N) return;
+  const T* w = b + gc.g * ldg + n * ldb;
+  const T* x = a + gc.row0 * lda;
+  float acc[1][1] = {{0.0f}};
+  constexpr int64_t kStep = 32 * V;
+  int64_t k = static_cast<int64_t>(lane) * V;
+  for (; k + (U - 1) * kStep < K; k += U * kStep) {
+    Pack<T, V> p[U][1];
+#pragma unroll
+    for (int u = 0; u < U; ++u) p[u][0] = *reinterpret_cast<const Pack<T, V>*>(w + k + u * kStep);
+#pragma unroll
+    for (int u = 0; u < U; ++u) gemv::dot_step<T, T, 1, 1, V>(p[u], x + k + u * kStep, 0, 1, acc);
+  }
+  for (; k < K; k += kStep) {
+    Pack<T, V> p[1] = {*reinterpret_cast<const Pack<T, V>*>(w + k)};
+    gemv::dot_step<T, T, 1, 1, V>(p, x + k, 0, 1, acc);
+  }
+  float v = acc[0][0];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if (lane == 0) out[gc.row0 * ldo + n] = O(v);
+}
+
 // Launches a (group, row chunk) kernel (both kernels here take the same
 // arguments): one slot per possible pair in x, blocks of `cols` columns in y.
 template <class T, class O, class Kernel>
@@ -135,6 +177,19 @@ void launch_group_chunks(Kernel kernel, int threads, int chunk_rows, int cols, c
   kernel<<<grid, threads, 0, current_stream()>>>(s.a.data<T>(), s.a.stride(0), rows, s.b.data<T>(), s.b.stride(0),
                                                  s.b.stride(2), N, K, s.offs.data<int32_t>(), G, s.out.data<O>(),
                                                  s.out.stride(0));
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+template <class T, class O>
+void launch_grouped_gemv(const GroupedMmArgs& s) {
+  const int64_t rows = s.a.size(0), K = s.a.size(1), N = s.b.size(2);
+  const int G = static_cast<int>(s.offs.size(0));
+  const dim3 grid(static_cast<unsigned>((N + 7) / 8), static_cast<unsigned>(std::max<int64_t>(rows, 1)));
+  const int64_t steps = K * static_cast<int64_t>(sizeof(T)) / (32 * 16);
+  auto kernel = steps % 4 != 0 && steps % 3 == 0 ? grouped_gemv_kernel<T, O, 3> : grouped_gemv_kernel<T, O, 4>;
+  kernel<<<grid, 256, 0, current_stream()>>>(s.a.data<T>(), s.a.stride(0), rows, s.b.data<T>(), s.b.stride(0),
+                                             s.b.stride(2), N, K, s.offs.data<int32_t>(), G, s.out.data<O>(),
+                                             s.out.stride(0));
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -241,6 +296,7 @@ void grouped_rows_mma(const GroupedMmArgs& s) {
   const int64_t rows = s.a.size(0), K = s.a.size(1);
   const int64_t G = s.offs.size(0);
   if (rows > 8 * G) launch_grouped_tile<T, O, 8, 2>(s);  // prefill: about a tile of rows per expert
+  else if (rows <= G) launch_grouped_gemv<T, O>(s);       // decode: a row or none per expert
   else if (K * static_cast<int64_t>(sizeof(T)) >= 8 * 4 * 64 * 4) launch_grouped_rows<T, O, 1, 1, 8, 4>(s);
   else launch_grouped_rows<T, O, 1, 1, 4, 4>(s);
 }

@@ -116,6 +116,9 @@ class GroupedMm(TorchParityBase):
         self.check_2d3d([0, 0, 100, 0], 512, 64, msg="every token in one group")
         self.check_2d3d([40, 0, 70], 512, 64, out_dtype=torch.float32, msg="float32 out")
         self.check_2d3d([0, 0, 0], 128, 64, msg="zero tokens")
+        few = [1, 0, 2, 0, 0, 1, 0, 0, 3, 0, 0, 0, 0, 1, 0, 0]  # rows <= groups: the matrix-vector path
+        self.check_2d3d(few, 640, 200, msg="few rows per group, N not a multiple of 8")
+        self.check_2d3d(few, 640, 200, out_dtype=torch.float32, msg="few rows, float32 out")
 
     def test_rows_past_the_last_offset_are_zero(self):
         a = torch.randn(10, 64, device=DEV, dtype=torch.bfloat16)
@@ -124,6 +127,13 @@ class GroupedMm(TorchParityBase):
         ref = torch_grouped_mm(a, w.transpose(-2, -1), offs=offsets([3, 4]))
         torch.testing.assert_close(got[:7], ref[:7], rtol=1e-2, atol=1e-2)
         self.assertTrue(bool((got[7:] == 0).all()))
+        # the same on the few-rows path (rows <= groups)
+        w8 = torch.randn(8, 32, 64, device=DEV, dtype=torch.bfloat16)
+        offs = offsets([1, 0, 1, 0, 1, 0, 0, 0])
+        got = T(KF.grouped_mm(k(a[:5]), k(w8).transpose(-2, -1), offs=k(offs)))
+        ref = torch_grouped_mm(a[:5], w8.transpose(-2, -1), offs=offs)
+        torch.testing.assert_close(got[:3], ref[:3], rtol=1e-2, atol=1e-2)
+        self.assertTrue(bool((got[3:] == 0).all()))
 
     def test_other_layouts_3d3d_and_2d2d(self):
         # b stored [G, K, N] (N contiguous): the plain kernel
