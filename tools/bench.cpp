@@ -87,7 +87,7 @@ std::vector<Case> make_cases(Device dev, double scale) {
 }  // namespace
 
 int bench(const BenchOptions& opts) {
-  Device dev = opts.device.empty() ? (cuda::is_available() ? Device("cuda") : kCPU) : Device(opts.device);
+  const Device dev = pick_device(opts.device);
   if (dev.is_cuda() && !cuda::is_available())
     throw Error("bench: CUDA is not available: " + cuda::availability().reason);
   std::printf("kiln bench on %s%s\n", dev.str().c_str(),

@@ -11,7 +11,6 @@
 
 namespace kiln::tools {
 
-Device pick_device(const std::string& spec);
 WeightOptions weight_options(const std::string& dtype, const Device& device, const ModelConfig& config);
 
 namespace {

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "kiln/device.h"
+
 namespace kiln::tools {
 
 // Prints every device kiln can see, or why CUDA cannot be used. Returns 0.
@@ -22,6 +24,9 @@ int bench(const BenchOptions& opts);
 int tokenize(const std::string& tokenizer_path);
 // Reads whitespace-separated ids on stdin and writes their text (bytes as decoded).
 int detokenize(const std::string& tokenizer_path, bool skip_special);
+
+// "cpu", "cuda", "cuda:N", or "" for the best device present.
+Device pick_device(const std::string& spec);
 
 struct GenerateOptions {
   std::string model;   // a Hugging Face model folder

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "ops/common.h"
 #include "kiln/ops.h"
 
 namespace kiln {
@@ -53,11 +54,8 @@ Tensor Qwen3Model::forward(const Tensor& ids_in, bool all_logits) {
   KILN_CHECK(T > 0, "Qwen3Model.forward: no tokens given");
   KILN_CHECK(length_ + T <= capacity_, "Qwen3Model.forward: ", T, " tokens after ", length_,
              " cached ones exceed the context of ", capacity_, " positions");
-  if (!ids_in.is_cuda()) {  // ids from the host are checked here (on CUDA a bad id would stop the device)
-    const int64_t lo = amin(ids_in).item<int64_t>(), hi = amax(ids_in).item<int64_t>();
-    KILN_CHECK(lo >= 0 && hi < config_.vocab_size, "Qwen3Model.forward: token ids must lie in [0, ",
-               config_.vocab_size, "), got ", lo < 0 ? lo : hi);
-  }
+  // ids from the host are checked here (on CUDA a bad id would stop the device)
+  check_host_range("Qwen3Model.forward", "token ids", ids_in, config_.vocab_size);
   Tensor logits;
   if (T == 1) {
     logits = decode_step(ids_in);

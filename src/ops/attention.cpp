@@ -123,11 +123,7 @@ Tensor attention_decode_cache(const Tensor& q, const Tensor& k_cache, const Tens
              op, ": head_dim must be a multiple of 8 up to 256 with 16-byte aligned rows of unit stride, got ", D);
   KILN_CHECK(seq_lens.dtype() == DType::Int32 && seq_lens.dim() == 1 && seq_lens.size(0) == q.size(0), op,
              ": seq_lens must be int32 [", q.size(0), "], got ", seq_lens.dtype(), " ", seq_lens.shape());
-  if (!seq_lens.is_cuda() && seq_lens.numel() > 0) {
-    const int64_t lo = amin(seq_lens).item<int64_t>(), hi = amax(seq_lens).item<int64_t>();
-    KILN_CHECK(lo >= 0 && hi <= k_cache.size(2), op, ": seq_lens must lie in [0, ", k_cache.size(2), "], got ",
-               lo < 0 ? lo : hi);
-  }
+  check_host_range(op, "seq_lens", seq_lens, k_cache.size(2), true);
   AttentionDecodeArgs a{Tensor::empty(q.shape(), q.dtype(), q.device()), q, k_cache, v_cache,
                         scale.value_or(1.0 / std::sqrt(static_cast<double>(D))), seq_lens.contiguous()};
   if (a.out.numel() > 0 && k_cache.size(2) > 0) KILN_ON_DEVICE(q.device(), attention_decode, a);

@@ -19,6 +19,17 @@ inline void check_same_device(const char* op, const Tensor& a, const Tensor& b) 
 }
 
 // float32, float16, bfloat16: the dtypes ops that compute in float32 take.
+// Integers of a host tensor (positions, lengths, ids) within [0, end) or, with
+// end_inclusive, [0, end]; on CUDA they are not read (that would wait for the
+// device), the kernels guard them. "<op>: <what> must lie in [0, end), got v".
+inline void check_host_range(const char* op, const char* what, const Tensor& t, int64_t end,
+                             bool end_inclusive = false) {
+  if (t.is_cuda() || t.numel() == 0) return;
+  const int64_t lo = amin(t).item<int64_t>(), hi = amax(t).item<int64_t>();
+  KILN_CHECK(lo >= 0 && (end_inclusive ? hi <= end : hi < end), op, ": ", what, " must lie in [0, ", end,
+             end_inclusive ? "]" : ")", ", got ", lo < 0 ? lo : hi);
+}
+
 inline bool is_compute_float(DType d) { return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16; }
 // "op: <what> <dtype> is not supported (float32, float16, bfloat16 are)" unless t has one of them.
 inline void check_compute_float(const char* op, const Tensor& t, const char* what = "dtype") {

@@ -152,10 +152,7 @@ Tensor qkv_rotary_cache(const Tensor& qkv, int64_t hq, int64_t hkv, const Tensor
       KILN_CHECK(n->dim() == 1 && n->size(0) == D && n->dtype() == qkv.dtype(), op, ": q_norm and k_norm must be [",
                  D, "] of ", qkv.dtype(), ", got ", n->dtype(), " ", n->shape());
     }
-  if (!positions.is_cuda() && T > 0) {
-    const int64_t lo = amin(positions).item<int64_t>(), hi = amax(positions).item<int64_t>();
-    KILN_CHECK(lo >= 0 && hi < capacity, op, ": positions must lie in [0, ", capacity, "), got ", lo < 0 ? lo : hi);
-  }
+  check_host_range(op, "positions", positions, capacity);
   QkvRotaryCacheArgs a;
   a.q_out = Tensor::empty({T, hq, D}, qkv.dtype(), qkv.device());
   a.qkv = qkv.stride(1) == 1 ? qkv : qkv.contiguous();
