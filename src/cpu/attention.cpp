@@ -1,50 +1,102 @@
-// CPU one-query attention (decode): per query head, scores over the cache in
-// float32, a stable softmax, the weighted sum of values. Heads run in parallel.
+// CPU one-query attention (decode). The query heads that share a KV head go
+// together (up to 8 at a time), so each key and value row is read once for all
+// of them: scores by dot_rows, a stable softmax in float32, the weighted sum of
+// values by axpy_rows. (batch, KV head, head chunk) tasks run in parallel.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/backend.h"
 #include "core/dispatch.h"
+#include "cpu/simd.h"
+#include "cpu/widen.h"
 
 namespace kiln::cpu {
+
+namespace {
+
+constexpr int64_t kHeadsPerTask = 8;  // dot_rows takes at most 8 rows
+
+// acc[r] = dot(row, q + r * D) for r < rows; stage: D floats for fp16 rows.
+template <class T>
+void dot_heads(const T* row, const float* q, int rows, int64_t D, float* acc, float* stage) {
+  const size_t d = static_cast<size_t>(D);
+  if constexpr (std::is_same_v<T, float>) {
+    simd::dot_rows_f32(row, q, d, rows, d, acc);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    simd::dot_rows_bf16(reinterpret_cast<const uint16_t*>(row), q, d, rows, d, acc);
+  } else {
+    widen(row, stage, D);
+    simd::dot_rows_f32(stage, q, d, rows, d, acc);
+  }
+}
+
+// acc[r * D + j] += p[r] * row[j] for r < rows.
+template <class T>
+void axpy_heads(const T* row, const float* p, int rows, int64_t D, float* acc, float* stage) {
+  const size_t d = static_cast<size_t>(D);
+  if constexpr (std::is_same_v<T, float>) {
+    simd::axpy_rows_f32(row, p, rows, d, acc, d);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    simd::axpy_rows_bf16(reinterpret_cast<const uint16_t*>(row), p, rows, d, acc, d);
+  } else {
+    widen(row, stage, D);
+    simd::axpy_rows_f32(stage, p, rows, d, acc, d);
+  }
+}
+
+}  // namespace
 
 void attention_decode(const AttentionDecodeArgs& a) {
   detail::dispatch_float(a.q.dtype(), "scaled_dot_product_attention", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const int64_t B = a.q.size(0), Hq = a.q.size(1), D = a.q.size(2), Hkv = a.k.size(1), S = a.k.size(2);
-    const int64_t G = Hq / Hkv;
+    const int64_t G = Hq / Hkv, chunks = (G + kHeadsPerTask - 1) / kHeadsPerTask;
     const float scale = static_cast<float>(a.scale);
-#pragma omp parallel for collapse(2)
+    const int64_t qs0 = a.q.stride(0), qs1 = a.q.stride(1), ks0 = a.k.stride(0), ks1 = a.k.stride(1),
+                  ks2 = a.k.stride(2), vs0 = a.v.stride(0), vs1 = a.v.stride(1), vs2 = a.v.stride(2);
+    const int32_t* seq_lens = a.seq_lens.defined() ? a.seq_lens.data<int32_t>() : nullptr;
+    const T *q_base = a.q.data<T>(), *k_base = a.k.data<T>(), *v_base = a.v.data<T>();
+    T* out_base = a.out.data<T>();
+#pragma omp parallel for collapse(3) schedule(static)
     for (int64_t b = 0; b < B; ++b)
-      for (int64_t h = 0; h < Hq; ++h) {
-        const T* q = a.q.data<T>() + b * a.q.stride(0) + h * a.q.stride(1);
-        const T* k = a.k.data<T>() + b * a.k.stride(0) + (h / G) * a.k.stride(1);
-        const T* v = a.v.data<T>() + b * a.v.stride(0) + (h / G) * a.v.stride(1);
-        const int64_t len = a.seq_lens.defined() ? std::clamp<int64_t>(a.seq_lens.data<int32_t>()[b], 0, S) : S;
-        T* out = a.out.data<T>() + (b * Hq + h) * D;
-        if (len == 0) {  // no keys: 0, as a fully masked row
-          for (int64_t d = 0; d < D; ++d) out[d] = T(0.0f);
-          continue;
+      for (int64_t kvh = 0; kvh < Hkv; ++kvh)
+        for (int64_t c = 0; c < chunks; ++c) {
+          const int64_t h0 = kvh * G + c * kHeadsPerTask;
+          const int rows = static_cast<int>(std::min(kHeadsPerTask, G - c * kHeadsPerTask));
+          const T* k = k_base + b * ks0 + kvh * ks1;
+          const T* v = v_base + b * vs0 + kvh * vs1;
+          const int64_t len = seq_lens ? std::clamp<int64_t>(seq_lens[b], 0, S) : S;
+          T* out = out_base + (b * Hq + h0) * D;
+          if (len == 0) {  // no keys: 0, as a fully masked row
+            std::fill(out, out + rows * D, T(0.0f));
+            continue;
+          }
+          std::vector<float> qf(rows * D), acc(rows * D, 0.0f), p(rows * len), stage(D);
+          for (int r = 0; r < rows; ++r)
+            for (int64_t d = 0; d < D; ++d) qf[r * D + d] = static_cast<float>(q_base[b * qs0 + (h0 + r) * qs1 + d]) * scale;
+          float score[kHeadsPerTask];
+          for (int64_t s = 0; s < len; ++s) {
+            dot_heads(k + s * ks2, qf.data(), rows, D, score, stage.data());
+            for (int r = 0; r < rows; ++r) p[r * len + s] = score[r];
+          }
+          float inv_sum[kHeadsPerTask];
+          for (int r = 0; r < rows; ++r) {
+            float* pr = p.data() + r * len;
+            const float m = *std::max_element(pr, pr + len);
+            float l = 0.0f;
+            for (int64_t s = 0; s < len; ++s) l += pr[s] = std::exp(pr[s] - m);
+            inv_sum[r] = 1.0f / l;
+          }
+          for (int64_t s = 0; s < len; ++s) {
+            for (int r = 0; r < rows; ++r) score[r] = p[r * len + s];
+            axpy_heads(v + s * vs2, score, rows, D, acc.data(), stage.data());
+          }
+          for (int r = 0; r < rows; ++r)
+            for (int64_t d = 0; d < D; ++d) out[r * D + d] = T(acc[r * D + d] * inv_sum[r]);
         }
-        std::vector<float> qf(D), acc(D, 0.0f), p(len);
-        for (int64_t d = 0; d < D; ++d) qf[d] = static_cast<float>(q[d]) * scale;
-        float m = -std::numeric_limits<float>::infinity();
-        for (int64_t s = 0; s < len; ++s) {
-          float dot = 0.0f;
-          for (int64_t d = 0; d < D; ++d) dot += qf[d] * static_cast<float>(k[s * a.k.stride(2) + d]);
-          p[s] = dot;
-          m = std::max(m, dot);
-        }
-        float l = 0.0f;
-        for (int64_t s = 0; s < len; ++s) {
-          p[s] = std::exp(p[s] - m);
-          l += p[s];
-          for (int64_t d = 0; d < D; ++d) acc[d] += p[s] * static_cast<float>(v[s * a.v.stride(2) + d]);
-        }
-        for (int64_t d = 0; d < D; ++d) out[d] = T(acc[d] / l);
-      }
   });
 }
 

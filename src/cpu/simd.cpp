@@ -127,6 +127,27 @@ HWY_INLINE void dot_rows(LoadW load_w, WeightAt weight, const float* HWY_RESTRIC
   V s[8];
   for (int r = 0; r < 8; ++r) s[r] = hn::Zero(d);
   size_t i = 0;
+  if (rows == 1) {  // four independent chains, so FMA latency does not bound the loop
+    V s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+    for (; i + 4 * L <= k; i += 4 * L) {
+      s[0] = hn::MulAdd(load_w(d, i), hn::LoadU(d, x + i), s[0]);
+      s1 = hn::MulAdd(load_w(d, i + L), hn::LoadU(d, x + i + L), s1);
+      s2 = hn::MulAdd(load_w(d, i + 2 * L), hn::LoadU(d, x + i + 2 * L), s2);
+      s3 = hn::MulAdd(load_w(d, i + 3 * L), hn::LoadU(d, x + i + 3 * L), s3);
+    }
+    s[0] = hn::Add(hn::Add(s[0], s1), hn::Add(s2, s3));
+  } else if (rows == 2) {  // two steps of k at once: four chains
+    V t0 = hn::Zero(d), t1 = hn::Zero(d);
+    for (; i + 2 * L <= k; i += 2 * L) {
+      const V w0 = load_w(d, i), w1 = load_w(d, i + L);
+      s[0] = hn::MulAdd(w0, hn::LoadU(d, x + i), s[0]);
+      s[1] = hn::MulAdd(w0, hn::LoadU(d, x + x_stride + i), s[1]);
+      t0 = hn::MulAdd(w1, hn::LoadU(d, x + i + L), t0);
+      t1 = hn::MulAdd(w1, hn::LoadU(d, x + x_stride + i + L), t1);
+    }
+    s[0] = hn::Add(s[0], t0);
+    s[1] = hn::Add(s[1], t1);
+  }
   for (; i + L <= k; i += L) {
     const V wv = load_w(d, i);
     for (int r = 0; r < rows; ++r) s[r] = hn::MulAdd(wv, hn::LoadU(d, x + r * x_stride + i), s[r]);
@@ -153,6 +174,41 @@ void DotRowsBF16(const uint16_t* HWY_RESTRICT w_bits, const float* HWY_RESTRICT 
     return hn::PromoteTo(d, hn::LoadU(dbf, w + i));
   };
   dot_rows(load, [w](size_t j) { return hwy::F32FromBF16(w[j]); }, x, x_stride, rows, k, acc);
+}
+
+// acc[r * acc_stride + j] += p[r] * w[j] for r < rows, j < k: the transpose of
+// dot_rows (attention's weighted sum of values), each w vector loaded once.
+template <class LoadW, class WeightAt>
+HWY_INLINE void axpy_rows(LoadW load_w, WeightAt weight, const float* HWY_RESTRICT p, int rows, size_t k,
+                          float* HWY_RESTRICT acc, size_t acc_stride) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + L <= k; i += L) {
+    const auto wv = load_w(d, i);
+    for (int r = 0; r < rows; ++r) {
+      float* a = acc + r * acc_stride + i;
+      hn::StoreU(hn::MulAdd(hn::Set(d, p[r]), wv, hn::LoadU(d, a)), d, a);
+    }
+  }
+  for (; i < k; ++i)
+    for (int r = 0; r < rows; ++r) acc[r * acc_stride + i] += p[r] * weight(i);
+}
+
+void AxpyRowsF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT p, int rows, size_t k,
+                 float* HWY_RESTRICT acc, size_t acc_stride) {
+  axpy_rows([w](auto d, size_t i) { return hn::LoadU(d, w + i); }, [w](size_t j) { return w[j]; }, p, rows, k, acc,
+            acc_stride);
+}
+
+void AxpyRowsBF16(const uint16_t* HWY_RESTRICT w_bits, const float* HWY_RESTRICT p, int rows, size_t k,
+                  float* HWY_RESTRICT acc, size_t acc_stride) {
+  const auto* w = reinterpret_cast<const hwy::bfloat16_t*>(w_bits);
+  auto load = [w](auto d, size_t i) {
+    const hn::Rebind<hwy::bfloat16_t, decltype(d)> dbf;
+    return hn::PromoteTo(d, hn::LoadU(dbf, w + i));
+  };
+  axpy_rows(load, [w](size_t j) { return hwy::F32FromBF16(w[j]); }, p, rows, k, acc, acc_stride);
 }
 
 // float8_e4m3fn codes (L of them from p) decoded in registers with integer ops:
@@ -298,6 +354,8 @@ HWY_EXPORT(SumF32);
 HWY_EXPORT(DotRowsF32);
 HWY_EXPORT(DotRowsBF16);
 HWY_EXPORT(DotRowsE4M3);
+HWY_EXPORT(AxpyRowsF32);
+HWY_EXPORT(AxpyRowsBF16);
 HWY_EXPORT(CastRun);
 HWY_EXPORT(ExtremeF32);
 
@@ -317,6 +375,12 @@ void dot_rows_bf16(const uint16_t* w, const float* x, size_t x_stride, int rows,
 }
 void dot_rows_e4m3(const uint8_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
   HWY_DYNAMIC_DISPATCH(DotRowsE4M3)(w, x, x_stride, rows, k, acc);
+}
+void axpy_rows_f32(const float* w, const float* p, int rows, size_t k, float* acc, size_t acc_stride) {
+  HWY_DYNAMIC_DISPATCH(AxpyRowsF32)(w, p, rows, k, acc, acc_stride);
+}
+void axpy_rows_bf16(const uint16_t* w, const float* p, int rows, size_t k, float* acc, size_t acc_stride) {
+  HWY_DYNAMIC_DISPATCH(AxpyRowsBF16)(w, p, rows, k, acc, acc_stride);
 }
 bool cast_run(DType dst, void* out, DType src, const void* in, size_t n, bool saturate) {
   return HWY_DYNAMIC_DISPATCH(CastRun)(dst, out, src, in, n, saturate);

@@ -21,6 +21,10 @@ void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, siz
 void dot_rows_bf16(const uint16_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
 // The same with float8_e4m3fn weights (their bits), decoded in registers.
 void dot_rows_e4m3(const uint8_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
+// acc[r * acc_stride + j] += p[r] * w[j] for r < rows, j < k (any rows).
+void axpy_rows_f32(const float* w, const float* p, int rows, size_t k, float* acc, size_t acc_stride);
+// The same with bfloat16 w (their bits).
+void axpy_rows_bf16(const uint16_t* w, const float* p, int rows, size_t k, float* acc, size_t acc_stride);
 
 // Contiguous casts among float32, bfloat16 and float8_e4m3fn, bit-exact with the
 // scalar rules of kiln::bits; false (nothing written) for any other pair.
