@@ -229,10 +229,52 @@ HWY_INLINE hn::Vec<D> load_e4m3(D d, const uint8_t* HWY_RESTRICT p) {
   return hn::Or(v, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(di, 0x80)))));  // sign, NaN's too
 }
 
+// The decode path: an e4m3 code's bits placed under float16's (s eeee mmm ->
+// s 0eeee mmm0000000) are its value times 2^-8, subnormals included, so three
+// integer ops on 32 codes and the hardware half -> float conversion decode it;
+// the 2^8 goes back on the sums (exact). float16 0x3f80 is no NaN, but it is the
+// largest magnitude any code reaches only for the NaN codes (0x7f, 0xff), so a
+// running max spots them and such rows are redone exactly.
 void DotRowsE4M3(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,
                  float* HWY_RESTRICT acc) {
-  dot_rows([w](auto d, size_t i) { return load_e4m3(d, w + i); },
+#if HWY_TARGET == HWY_SCALAR  // one lane: no halves to split
+  dot_rows([w](auto d, size_t j) { return load_e4m3(d, w + j); },
            [w](size_t j) { return kiln::bits::e4m3fn_to_f32(w[j]); }, x, x_stride, rows, k, acc);
+#else
+  const hn::ScalableTag<float> df;
+  const hn::Repartition<int16_t, decltype(df)> d16;  // 2 L lanes
+  const hn::Rebind<uint8_t, decltype(d16)> d8;
+  const hn::Repartition<hwy::float16_t, decltype(df)> dh;
+  const hn::Half<decltype(dh)> dhh;
+  const size_t L = hn::Lanes(df);
+  using V = hn::Vec<decltype(df)>;
+  V s[8][2];
+  for (int r = 0; r < 8; ++r) s[r][0] = s[r][1] = hn::Zero(df);
+  auto top = hn::Zero(d16);
+  size_t i = 0;
+  for (; i + 2 * L <= k; i += 2 * L) {
+    const auto b = hn::BitCast(d16, hn::PromoteTo(hn::RebindToUnsigned<decltype(d16)>(), hn::LoadU(d8, w + i)));
+    // code in the high byte, arithmetic shift by one, bit 14 (a sign copy) cleared
+    const auto h = hn::And(hn::ShiftRight<1>(hn::ShiftLeft<8>(b)), hn::Set(d16, static_cast<int16_t>(0xbfff)));
+    top = hn::Max(top, hn::And(h, hn::Set(d16, 0x7fff)));
+    const auto hv = hn::BitCast(dh, h);
+    const V w0 = hn::PromoteTo(df, hn::LowerHalf(dhh, hv)), w1 = hn::PromoteTo(df, hn::UpperHalf(dhh, hv));
+    for (int r = 0; r < rows; ++r) {
+      s[r][0] = hn::MulAdd(w0, hn::LoadU(df, x + r * x_stride + i), s[r][0]);
+      s[r][1] = hn::MulAdd(w1, hn::LoadU(df, x + r * x_stride + i + L), s[r][1]);
+    }
+  }
+  if (hn::GetLane(hn::MaxOfLanes(d16, top)) >= 0x3f80) {  // a NaN code
+    dot_rows([w](auto d, size_t j) { return load_e4m3(d, w + j); },
+             [w](size_t j) { return kiln::bits::e4m3fn_to_f32(w[j]); }, x, x_stride, rows, k, acc);
+    return;
+  }
+  for (int r = 0; r < rows; ++r) {
+    float tail = 0.0f;
+    for (size_t j = i; j < k; ++j) tail += kiln::bits::e4m3fn_to_f32(w[j]) * x[r * x_stride + j];
+    acc[r] = hn::GetLane(hn::SumOfLanes(df, hn::Add(s[r][0], s[r][1]))) * 256.0f + tail;
+  }
+#endif
 }
 
 // ---- casts: the rules of kiln::bits (scalar_types.h) in integer lanes, bit for bit ----

@@ -96,6 +96,25 @@ class QuantizeFp8Rows(unittest.TestCase):
         np.testing.assert_allclose(got, x @ deq.T, rtol=1e-4, atol=1e-4)
 
 
+class Fp8WeightLinear(unittest.TestCase):
+    def test_every_code_with_vector_tails_and_nan_rows(self):
+        for rows, kk in [(1, 256), (1, 300), (2, 40), (3, 512), (8, 264)]:
+            codes = RNG.integers(0, 256, size=(24, kk), dtype=np.uint8)
+            codes[:, :256 if kk >= 256 else kk] = np.arange(256, dtype=np.uint8)[:min(kk, 256)]  # every code
+            codes[(codes & 0x7F) == 0x7F] = 0x01  # the smallest subnormal
+            codes[5, kk - 1] = 0x7F  # a NaN in the scalar tail (or the last vector)
+            codes[9, 3] = 0xFF  # a NaN in the first vector
+            w = kiln.from_dlpack(codes).view(kiln.float8_e4m3fn)
+            scale = RNG.random(24).astype(np.float32) + 0.5
+            x = RNG.standard_normal((rows, kk)).astype(np.float32)
+            got = np.from_dlpack(KF.linear(kiln.tensor(x), w, weight_scale=kiln.tensor(scale)))
+            want = (x.astype(np.float64) @ DECODE[codes].T) * scale
+            nan_rows = np.isnan(want).any(0)
+            self.assertEqual(list(np.flatnonzero(nan_rows)), [5, 9])
+            self.assertTrue(np.isnan(got[:, nan_rows]).all(), f"rows {rows} k {kk}")
+            np.testing.assert_allclose(got[:, ~nan_rows], want[:, ~nan_rows], rtol=1e-5,
+                                       atol=1e-5 * np.abs(want[:, ~nan_rows]).max(), err_msg=f"rows {rows} k {kk}")
+
 class GroupedMm(unittest.TestCase):
     def test_2d_3d_with_empty_groups(self):
         counts = [3, 0, 5, 0, 1, 0]
