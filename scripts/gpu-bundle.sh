@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 [ -f build/libkiln.a ] || scripts/build.sh
 stage=$(mktemp -d)
 mkdir -p "$stage/lib" .gpu
-cp build/kiln build/tests/kiln_tests build/libkiln.a "$stage/"
+cp build/kiln build/tests/kiln_tests build/libkiln.a /usr/lib/x86_64-linux-gnu/liblapacke.a "$stage/"
 strip "$stage/kiln" "$stage/kiln_tests"
 for l in libhwy.so.1 libopenblas.so.0 libgomp.so.1 libgfortran.so.5 libquadmath.so.0; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"

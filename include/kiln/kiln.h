@@ -4,6 +4,7 @@
 #include "kiln/device.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
+#include "kiln/linalg.h"
 #include "kiln/memory.h"
 #include "kiln/ops.h"
 #include "kiln/scalar_types.h"

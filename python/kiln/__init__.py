@@ -12,8 +12,9 @@ from ._kiln import Tensor, Error, NotImplementedError, device, dtype  # noqa: F4
 from ._kiln import _grouped_mm, _scaled_mm  # noqa: F401  (torch._scaled_mm / torch._grouped_mm)
 from . import cuda  # noqa: F401
 from . import nn  # noqa: F401
+from . import linalg  # noqa: F401
 
-__all__ = [n for n in dir(_kiln) if not n.startswith("_")] + ["tensor", "cuda", "nn"]
+__all__ = [n for n in dir(_kiln) if not n.startswith("_")] + ["tensor", "cuda", "nn", "linalg"]
 
 
 def _flatten(data, shape, flat, depth):

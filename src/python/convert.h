@@ -40,5 +40,6 @@ void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_runtime(py::module_& m);
 void bind_models(py::module_& m);
+void bind_linalg(py::module_& m);
 
 }  // namespace kiln::python

@@ -259,4 +259,5 @@ PYBIND11_MODULE(_kiln, m) {
   bind_tensor(m);
   bind_ops(m);
   bind_models(m);
+  bind_linalg(m);
 }

@@ -1,0 +1,185 @@
+// Front doors of kiln::linalg's LU family: arguments checked once (dtype,
+// device, shapes, pivots), batch dims flattened (and broadcast between two
+// operands), owned contiguous copies handed to the CPU kernels, results shaped
+// back. Messages for singular input follow torch's.
+#include "kiln/linalg.h"
+
+#include "core/check.h"
+#include "core/shape.h"
+#include "cpu/lapack.h"
+#include "ops/common.h"
+
+namespace kiln::linalg {
+
+namespace {
+
+void check_matrix(const char* op, const Tensor& A, const char* name, bool square) {
+  check_defined(op, A);
+  KILN_CHECK(A.dtype() == DType::Float32 || A.dtype() == DType::Complex64, op, ": ", name, " dtype ",
+             dtype_name(A.dtype()), " is not supported (float32, complex64 are)");
+  KILN_CHECK(A.dim() >= 2, op, ": ", name, " must have at least 2 dimensions, got ", A.shape());
+  KILN_CHECK(!square || A.size(-1) == A.size(-2), op, ": ", name, " must be batches of square matrices, but they are ",
+             A.size(-2), " by ", A.size(-1), " matrices");
+  if (A.is_cuda())
+    KILN_NOT_IMPLEMENTED(op, " on CUDA is not implemented yet (the GPU linear algebra of issue 5); move ", name,
+                         " to the CPU");
+}
+
+void check_pair(const char* op, const Tensor& A, const Tensor& B) {
+  check_same_device(op, A, B);
+  KILN_CHECK(A.dtype() == B.dtype(), op, ": expected A and B to have the same dtype, but got ", dtype_name(A.dtype()),
+             " and ", dtype_name(B.dtype()));
+}
+
+Shape batch_shape(const Tensor& t, int64_t core) { return Shape(t.shape().begin(), t.shape().end() - core); }
+
+Shape concat(Shape a, const Shape& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// An owned contiguous [b, rows, cols] copy of t broadcast to batch + [rows, cols].
+Tensor owned_batch(const Tensor& t, const Shape& batch) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  return t.expand(concat(batch, {rows, cols})).clone().reshape({shape_numel(batch), rows, cols});
+}
+
+// The (batch element i) prefix torch puts on errors of batched input.
+std::string batch_prefix(const Shape& batch, int64_t i) {
+  return batch.empty() ? "" : detail::format("(batch element ", i, ") ");
+}
+
+}  // namespace
+
+LuFactorExResult lu_factor_ex(const Tensor& A, bool pivot) {
+  constexpr const char* op = "linalg.lu_factor_ex";
+  check_matrix(op, A, "A", false);
+  if (!pivot) KILN_NOT_IMPLEMENTED(op, ": pivot=False is not supported on the CPU (as in torch)");
+  const Shape batch = batch_shape(A, 2);
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  Tensor lu = owned_batch(A, batch);
+  Tensor pivots = Tensor::empty({lu.size(0), k}, DType::Int32, A.device());
+  Tensor info = zeros({lu.size(0)}, DType::Int32, A.device());
+  if (lu.numel() > 0) cpu::lu_factor_batched(lu, pivots, info);
+  return {lu.reshape(A.shape()), pivots.reshape(concat(batch, {k})), info.reshape(batch)};
+}
+
+LuFactorResult lu_factor(const Tensor& A, bool pivot) {
+  LuFactorExResult r = lu_factor_ex(A, pivot);
+  const Tensor info = r.info.reshape({-1});
+  const int32_t* v = info.data<int32_t>();
+  for (int64_t i = 0; i < info.numel(); ++i)
+    KILN_CHECK(v[i] == 0, "linalg.lu_factor: ", batch_prefix(r.info.shape(), i), "U[", v[i], ",", v[i],
+               "] is zero and using it on lu_solve would result in a division by zero. If you still want to "
+               "perform the factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)");
+  return {r.LU, r.pivots};
+}
+
+LuResult lu(const Tensor& A, bool pivot) {
+  check_matrix("linalg.lu", A, "A", false);
+  LuFactorExResult f = lu_factor_ex(A, pivot);
+  const Shape batch = batch_shape(A, 2);
+  const int64_t b = shape_numel(batch), m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  Tensor P = zeros({b, m, m}, A.dtype(), A.device()), L = zeros({b, m, k}, A.dtype(), A.device());
+  Tensor U = zeros({b, k, n}, A.dtype(), A.device());
+  if (b > 0) cpu::lu_unpack_batched(f.LU.reshape({b, m, n}), f.pivots.reshape({b, k}), P, L, U);
+  return {P.reshape(concat(batch, {m, m})), L.reshape(concat(batch, {m, k})), U.reshape(concat(batch, {k, n}))};
+}
+
+Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool left, bool adjoint) {
+  constexpr const char* op = "linalg.lu_solve";
+  check_matrix(op, LU, "LU", true);
+  check_matrix(op, B, "B", false);
+  check_pair(op, LU, B);
+  check_defined(op, pivots);
+  check_same_device(op, LU, pivots);
+  const int64_t n = LU.size(-1);
+  KILN_CHECK(pivots.dtype() == DType::Int32, op, ": pivots must be int32, got ", dtype_name(pivots.dtype()));
+  KILN_CHECK(pivots.dim() == LU.dim() - 1 && pivots.size(-1) == n && batch_shape(pivots, 1) == batch_shape(LU, 2), op,
+             ": pivots must be ", concat(batch_shape(LU, 2), {n}), " for LU ", LU.shape(), ", got ", pivots.shape());
+  KILN_CHECK((left ? B.size(-2) : B.size(-1)) == n, op, ": B ", B.shape(), " does not fit LU ", LU.shape(),
+             left ? " (A X = B needs B's rows to equal n)" : " (X A = B needs B's columns to equal n)");
+  if (pivots.numel() > 0) {  // LAPACK would index rows with them
+    const int64_t lo = amin(pivots).item<int64_t>(), hi = amax(pivots).item<int64_t>();
+    KILN_CHECK(lo >= 1 && hi <= n, op, ": pivots must lie in [1, ", n, "], got ", lo < 1 ? lo : hi);
+  }
+  const Shape batch = broadcast_shapes(batch_shape(LU, 2), batch_shape(B, 2));
+  Tensor lu = owned_batch(LU, batch);
+  Tensor piv = pivots.unsqueeze(-1).expand(concat(batch, {n, 1})).contiguous().reshape({lu.size(0), n});
+  Tensor x = owned_batch(B, batch);
+  if (x.numel() > 0) cpu::lu_solve_batched(lu, piv, x, left, adjoint);
+  return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
+}
+
+Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular) {
+  constexpr const char* op = "linalg.solve_triangular";
+  check_matrix(op, A, "A", true);
+  check_matrix(op, B, "B", false);
+  check_pair(op, A, B);
+  const int64_t n = A.size(-1);
+  KILN_CHECK((left ? B.size(-2) : B.size(-1)) == n, op, ": B ", B.shape(), " does not fit A ", A.shape(),
+             left ? " (A X = B needs B's rows to equal n)" : " (X A = B needs B's columns to equal n)");
+  const Shape batch = broadcast_shapes(batch_shape(A, 2), batch_shape(B, 2));
+  Tensor a = owned_batch(A, batch);
+  Tensor x = owned_batch(B, batch);
+  if (x.numel() > 0) cpu::triangular_solve_batched(a, x, upper, left, unitriangular);
+  return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
+}
+
+Tensor solve(const Tensor& A, const Tensor& B, bool left) {
+  constexpr const char* op = "linalg.solve";
+  check_matrix(op, A, "A", true);
+  check_defined(op, B);
+  check_pair(op, A, B);
+  // torch's rule: B is a (batch of) vector(s) when it is 1-D or has A's shape without the last dim
+  const bool vector = B.dim() == 1 || (B.dim() == A.dim() - 1 && B.shape() == batch_shape(A, 1));
+  const Tensor b = vector ? B.unsqueeze(left ? -1 : -2) : B;
+  check_matrix(op, b, "B", false);
+  LuFactorExResult f = lu_factor_ex(A);
+  const Tensor info = f.info.reshape({-1});
+  for (int64_t i = 0; i < info.numel(); ++i)
+    KILN_CHECK(info.data<int32_t>()[i] == 0, op, ": ", batch_prefix(f.info.shape(), i),
+               "The solver failed because the input matrix is singular.");
+  const Tensor x = lu_solve(f.LU, f.pivots, b, left);
+  return vector ? x.squeeze(left ? -1 : -2) : x;
+}
+
+Tensor inv(const Tensor& A) {
+  constexpr const char* op = "linalg.inv";
+  check_matrix(op, A, "A", true);
+  LuFactorExResult f = lu_factor_ex(A);
+  const Tensor info = f.info.reshape({-1});
+  for (int64_t i = 0; i < info.numel(); ++i) {
+    const int32_t v = info.data<int32_t>()[i];
+    KILN_CHECK(v == 0, op, ": ", batch_prefix(f.info.shape(), i), "The diagonal element ", v,
+               " is zero, the inversion could not be completed because the input matrix is singular.");
+  }
+  const int64_t n = A.size(-1), b = info.numel();
+  Tensor lu = f.LU.reshape({b, n, n});  // owned by f, contiguous
+  if (lu.numel() > 0) cpu::inverse_from_lu_batched(lu, f.pivots.reshape({b, n}));
+  return lu.reshape(A.shape());
+}
+
+Tensor det(const Tensor& A) {
+  check_matrix("linalg.det", A, "A", true);
+  const Shape batch = batch_shape(A, 2);
+  const int64_t n = A.size(-1), b = shape_numel(batch);
+  if (n == 0) return ones(batch, A.dtype(), A.device());  // the empty product
+  LuFactorExResult f = lu_factor_ex(A);
+  Tensor out = Tensor::empty({b}, A.dtype(), A.device());
+  if (b > 0) cpu::det_from_lu_batched(f.LU.reshape({b, n, n}), f.pivots.reshape({b, n}), out);
+  return out.reshape(batch);
+}
+
+SlogdetResult slogdet(const Tensor& A) {
+  check_matrix("linalg.slogdet", A, "A", true);
+  const Shape batch = batch_shape(A, 2);
+  const int64_t n = A.size(-1), b = shape_numel(batch);
+  if (n == 0) return {ones(batch, A.dtype(), A.device()), zeros(batch, DType::Float32, A.device())};
+  LuFactorExResult f = lu_factor_ex(A);
+  Tensor sign = Tensor::empty({b}, A.dtype(), A.device()), logabs = Tensor::empty({b}, DType::Float32, A.device());
+  if (b > 0) cpu::slogdet_from_lu_batched(f.LU.reshape({b, n, n}), f.pivots.reshape({b, n}), sign, logabs);
+  return {sign.reshape(batch), logabs.reshape(batch)};
+}
+
+}  // namespace kiln::linalg

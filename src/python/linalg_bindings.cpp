@@ -1,0 +1,37 @@
+// kiln._kiln._linalg: the C++ kiln::linalg ops; python/kiln/linalg.py wraps their
+// tuples in torch's named tuples.
+#include "kiln/linalg.h"
+#include "python/convert.h"
+
+namespace kiln::python {
+
+void bind_linalg(py::module_& m) {
+  auto l = m.def_submodule("_linalg", "torch.linalg's LU family (kiln.linalg wraps these)");
+  using py::arg;
+  const auto nogil = py::call_guard<py::gil_scoped_release>();
+  l.def("lu_factor_ex", [](const Tensor& A, bool pivot) {
+    auto r = linalg::lu_factor_ex(A, pivot);
+    return py::make_tuple(r.LU, r.pivots, r.info);
+  }, arg("A"), arg("pivot") = true);
+  l.def("lu_factor", [](const Tensor& A, bool pivot) {
+    auto r = linalg::lu_factor(A, pivot);
+    return py::make_tuple(r.LU, r.pivots);
+  }, arg("A"), arg("pivot") = true);
+  l.def("lu", [](const Tensor& A, bool pivot) {
+    auto r = linalg::lu(A, pivot);
+    return py::make_tuple(r.P, r.L, r.U);
+  }, arg("A"), arg("pivot") = true);
+  l.def("lu_solve", &linalg::lu_solve, arg("LU"), arg("pivots"), arg("B"), arg("left") = true, arg("adjoint") = false,
+        nogil);
+  l.def("solve_triangular", &linalg::solve_triangular, arg("A"), arg("B"), arg("upper"), arg("left") = true,
+        arg("unitriangular") = false, nogil);
+  l.def("solve", &linalg::solve, arg("A"), arg("B"), arg("left") = true, nogil);
+  l.def("inv", &linalg::inv, arg("A"), nogil);
+  l.def("det", &linalg::det, arg("A"), nogil);
+  l.def("slogdet", [](const Tensor& A) {
+    auto r = linalg::slogdet(A);
+    return py::make_tuple(r.sign, r.logabsdet);
+  }, arg("A"));
+}
+
+}  // namespace kiln::python
