@@ -4,6 +4,9 @@
 // matrix per thread; CUDA is not there yet and says so.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "kiln/tensor.h"
 
 namespace kiln::linalg {
@@ -16,6 +19,18 @@ struct LuFactorExResult {
 };
 struct LuResult {
   Tensor P, L, U;  // A = P @ L @ U; P [*, m, m], L [*, m, k], U [*, k, n], k = min(m, n)
+};
+struct QrResult {
+  Tensor Q, R;
+};
+struct SvdResult {
+  Tensor U, S, Vh;  // A = U diag(S) Vh; S float32, descending
+};
+struct LstsqResult {
+  // solution [*, n, k]; residuals [*, k] (float32) when m > n, the driver is not gelsy and
+  // every matrix has full rank, else empty; rank [*] int64 (not gels); singular_values
+  // [*, min(m, n)] float32 (gelsd, gelss); what a driver does not give is empty, as torch's
+  Tensor solution, residuals, rank, singular_values;
 };
 struct SlogdetResult {
   Tensor sign, logabsdet;  // det = sign * exp(logabsdet); singular: sign 0, logabsdet -inf
@@ -38,5 +53,21 @@ Tensor inv(const Tensor& A);
 // torch.linalg.det and slogdet (logabsdet is float32 for complex64 input).
 Tensor det(const Tensor& A);
 SlogdetResult slogdet(const Tensor& A);
+
+// torch.linalg.qr: mode "reduced" (Q [*, m, k], R [*, k, n]), "complete" (Q [*, m, m],
+// R [*, m, n]) or "r" (R only; Q empty). Householder (geqrf) with blocked updates.
+QrResult qr(const Tensor& A, const std::string& mode = "reduced");
+// torch.linalg.svd (divide and conquer, gesdd) and svdvals. full_matrices completes
+// U and Vh to orthonormal (unitary) bases.
+SvdResult svd(const Tensor& A, bool full_matrices = true);
+Tensor svdvals(const Tensor& A);
+// torch.linalg.pinv through the SVD: singular values at or below max(atol, rtol * s_max)
+// count as zero; rtol defaults to eps * max(m, n) unless atol > 0 is given. hermitian
+// only names the algorithm torch would use; the result is the same.
+Tensor pinv(const Tensor& A, std::optional<double> atol = {}, std::optional<double> rtol = {}, bool hermitian = false);
+// torch.linalg.lstsq (CPU drivers gels, gelsy (default), gelsd, gelss); rcond defaults
+// to eps * max(m, n); B may be a batch of vectors.
+LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond = {},
+                  const std::string& driver = "gelsy");
 
 }  // namespace kiln::linalg

@@ -7,12 +7,24 @@ LuFactorResult = namedtuple("LuFactorResult", "LU pivots")
 LuFactorExResult = namedtuple("LuFactorExResult", "LU pivots info")
 LuResult = namedtuple("LuResult", "P L U")
 SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
+QrResult = namedtuple("QrResult", "Q R")
+SvdResult = namedtuple("SvdResult", "U S Vh")
+LstsqResult = namedtuple("LstsqResult", "solution residuals rank singular_values")
 
 lu_solve = _linalg.lu_solve
 solve_triangular = _linalg.solve_triangular
 solve = _linalg.solve
 inv = _linalg.inv
 det = _linalg.det
+svdvals = _linalg.svdvals
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    return _linalg.pinv(A, atol, rtol, hermitian)
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    return LstsqResult(*_linalg.lstsq(A, B, rcond, driver))
 
 
 def lu_factor(A, *, pivot=True):
@@ -29,3 +41,11 @@ def lu(A, *, pivot=True):
 
 def slogdet(A):
     return SlogdetResult(*_linalg.slogdet(A))
+
+
+def qr(A, mode="reduced"):
+    return QrResult(*_linalg.qr(A, mode))
+
+
+def svd(A, full_matrices=True):
+    return SvdResult(*_linalg.svd(A, full_matrices))

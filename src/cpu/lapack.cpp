@@ -40,6 +40,23 @@ struct Lapack<float> {
     cblas_strsm(CblasRowMajor, side, uplo, CblasNoTrans, diag, m, n, 1.0f, a, side == CblasLeft ? m : n, b, n);
   }
   static float conj(float v) { return v; }
+  static lapack_int geqrf(int m, int n, float* a, float* tau) { return LAPACKE_sgeqrf(LAPACK_ROW_MAJOR, m, n, a, n, tau); }
+  static lapack_int orgqr(int m, int n, int k, float* a, const float* tau) {
+    return LAPACKE_sorgqr(LAPACK_ROW_MAJOR, m, n, k, a, n, tau);
+  }
+  static lapack_int gesdd(char job, int m, int n, float* a, float* s, float* u, int ldu, float* vt, int ldvt) {
+    return LAPACKE_sgesdd(LAPACK_ROW_MAJOR, job, m, n, a, n, s, u, ldu, vt, ldvt);
+  }
+  static lapack_int gels(int m, int n, int k, float* a, float* b) { return LAPACKE_sgels(LAPACK_ROW_MAJOR, 'N', m, n, k, a, n, b, k); }
+  static lapack_int gelsy(int m, int n, int k, float* a, float* b, lapack_int* jpvt, float rcond, lapack_int* rank) {
+    return LAPACKE_sgelsy(LAPACK_ROW_MAJOR, m, n, k, a, n, b, k, jpvt, rcond, rank);
+  }
+  static lapack_int gelsd(int m, int n, int k, float* a, float* b, float* s, float rcond, lapack_int* rank) {
+    return LAPACKE_sgelsd(LAPACK_ROW_MAJOR, m, n, k, a, n, b, k, s, rcond, rank);
+  }
+  static lapack_int gelss(int m, int n, int k, float* a, float* b, float* s, float rcond, lapack_int* rank) {
+    return LAPACKE_sgelss(LAPACK_ROW_MAJOR, m, n, k, a, n, b, k, s, rcond, rank);
+  }
 };
 template <>
 struct Lapack<C> {
@@ -55,6 +72,23 @@ struct Lapack<C> {
     cblas_ctrsm(CblasRowMajor, side, uplo, CblasNoTrans, diag, m, n, &one, a, side == CblasLeft ? m : n, b, n);
   }
   static C conj(C v) { return std::conj(v); }
+  static lapack_int geqrf(int m, int n, C* a, C* tau) { return LAPACKE_cgeqrf(LAPACK_ROW_MAJOR, m, n, a, n, tau); }
+  static lapack_int orgqr(int m, int n, int k, C* a, const C* tau) {
+    return LAPACKE_cungqr(LAPACK_ROW_MAJOR, m, n, k, a, n, tau);
+  }
+  static lapack_int gesdd(char job, int m, int n, C* a, float* s, C* u, int ldu, C* vt, int ldvt) {
+    return LAPACKE_cgesdd(LAPACK_ROW_MAJOR, job, m, n, a, n, s, u, ldu, vt, ldvt);
+  }
+  static lapack_int gels(int m, int n, int k, C* a, C* b) { return LAPACKE_cgels(LAPACK_ROW_MAJOR, 'N', m, n, k, a, n, b, k); }
+  static lapack_int gelsy(int m, int n, int k, C* a, C* b, lapack_int* jpvt, float rcond, lapack_int* rank) {
+    return LAPACKE_cgelsy(LAPACK_ROW_MAJOR, m, n, k, a, n, b, k, jpvt, rcond, rank);
+  }
+  static lapack_int gelsd(int m, int n, int k, C* a, C* b, float* s, float rcond, lapack_int* rank) {
+    return LAPACKE_cgelsd(LAPACK_ROW_MAJOR, m, n, k, a, n, b, k, s, rcond, rank);
+  }
+  static lapack_int gelss(int m, int n, int k, C* a, C* b, float* s, float rcond, lapack_int* rank) {
+    return LAPACKE_cgelss(LAPACK_ROW_MAJOR, m, n, k, a, n, b, k, s, rcond, rank);
+  }
 };
 
 const bool kNanCheckOff = [] {
@@ -159,6 +193,120 @@ void inverse_typed(const Tensor& lu, const Tensor& pivots) {
   for_each_matrix("linalg.inv", B, n, [&](int64_t i) { return Lapack<T>::getri(as_int(n), a + i * n * n, piv + i * n); });
 }
 
+template <class T>
+void qr_typed(const Tensor& a, const Tensor& q, const Tensor& r) {
+  const int64_t B = a.size(0), m = a.size(1), n = a.size(2), k = std::min(m, n), rr = r.size(1);
+  const int64_t mq = q.defined() ? q.size(2) : 0;
+  T* as = a.data<T>();
+  T* rs = r.data<T>();
+  T* qs = q.defined() ? q.data<T>() : nullptr;
+  for_each_matrix("linalg.qr", B, std::max(m, n), [&](int64_t i) {
+    T* ai = as + i * m * n;
+    std::vector<T> tau(static_cast<size_t>(std::max<int64_t>(k, 1)));
+    const lapack_int st = Lapack<T>::geqrf(as_int(m), as_int(n), ai, tau.data());
+    if (st != 0) return st;
+    T* ri = rs + i * rr * n;
+    for (int64_t row = 0; row < std::min(rr, m); ++row)
+      for (int64_t c = row; c < n; ++c) ri[row * n + c] = ai[row * n + c];
+    if (!qs) return lapack_int{0};
+    // the reflectors sit below the diagonal of a's first k columns; orgqr expands them into m x mq
+    T* qi = qs + i * m * mq;
+    for (int64_t row = 0; row < m; ++row)
+      for (int64_t c = 0; c < std::min(k, mq); ++c) qi[row * mq + c] = ai[row * n + c];
+    return Lapack<T>::orgqr(as_int(m), as_int(mq), as_int(k), qi, tau.data());
+  });
+}
+
+template <class T>
+void svd_typed(const Tensor& a, const Tensor& u, const Tensor& s, const Tensor& vh) {
+  const int64_t B = a.size(0), m = a.size(1), n = a.size(2), k = std::min(m, n);
+  const bool vectors = u.defined();
+  const char job = !vectors ? 'N' : (u.size(2) == m && vh.size(1) == n) ? 'A' : 'S';  // all, or k columns / rows
+  const int64_t ucols = vectors ? u.size(2) : 1, vrows = vectors ? vh.size(1) : 1;
+  T* as = a.data<T>();
+  float* ss = s.data<float>();
+  T* us = vectors ? u.data<T>() : nullptr;
+  T* vs = vectors ? vh.data<T>() : nullptr;
+  std::vector<lapack_int> info(static_cast<size_t>(B), 0);
+  for_each_matrix("linalg.svd", B, std::max(m, n), [&](int64_t i) {
+    T dummy_u[1], dummy_v[1];
+    const lapack_int st = Lapack<T>::gesdd(job, as_int(m), as_int(n), as + i * m * n, ss + i * k,
+                                           vectors ? us + i * m * ucols : dummy_u, as_int(ucols),
+                                           vectors ? vs + i * vrows * n : dummy_v, as_int(n));
+    info[i] = st > 0 ? st : 0;
+    return st < 0 ? st : 0;
+  });
+  for (int64_t i = 0; i < B; ++i)
+    KILN_CHECK(info[i] == 0, "linalg.svd: ", B > 1 ? detail::format("(batch element ", i, ") ") : std::string(),
+               "The algorithm failed to converge because the input matrix is ill-conditioned or has too many "
+               "repeated singular values (error code: ", info[i], ").");
+}
+
+template <class T>
+void pinv_typed(const Tensor& u, const Tensor& s, const Tensor& vh, double atol, double rtol, const Tensor& out) {
+  const int64_t B = u.size(0), m = u.size(1), k = u.size(2), n = vh.size(2);
+  const T *us = u.data<T>(), *vs = vh.data<T>();
+  const float* ss = s.data<float>();
+  T* o = out.data<T>();
+  for (int64_t i = 0; i < B; ++i) {
+    const float* si = ss + i * k;
+    const double tol = std::max(atol, k > 0 ? rtol * si[0] : 0.0);
+    const T *ui = us + i * m * k, *vi = vs + i * k * n;
+    T* oi = o + i * n * m;
+    for (int64_t j = 0; j < k; ++j) {
+      if (!(si[j] > tol)) break;  // descending: the rest are cut as well
+      const float inv_s = 1.0f / si[j];
+      for (int64_t r = 0; r < n; ++r) {
+        const T vr = Lapack<T>::conj(vi[j * n + r]) * inv_s;
+        for (int64_t c = 0; c < m; ++c) oi[r * m + c] += vr * Lapack<T>::conj(ui[c * k + j]);
+      }
+    }
+  }
+}
+
+template <class T>
+void lstsq_typed(const Tensor& a, const Tensor& x, char driver, float rcond, const Tensor& rank, const Tensor& sv,
+                 const Tensor& residual) {
+  const int64_t B = a.size(0), m = a.size(1), n = a.size(2), rows = x.size(1), k = x.size(2), mn = std::min(m, n);
+  T* as = a.data<T>();
+  T* xs = x.data<T>();
+  int64_t* rk = rank.defined() ? rank.data<int64_t>() : nullptr;
+  float* svs = sv.defined() ? sv.data<float>() : nullptr;
+  float* res = residual.data<float>();
+  std::vector<lapack_int> info(static_cast<size_t>(B), 0);
+  for_each_matrix("linalg.lstsq", B, std::max(m, n), [&](int64_t i) {
+    T* ai = as + i * m * n;
+    T* xi = xs + i * rows * k;
+    lapack_int r = static_cast<lapack_int>(mn), st = 0;
+    std::vector<float> s_local(static_cast<size_t>(std::max<int64_t>(mn, 1)));
+    float* si = svs ? svs + i * mn : s_local.data();
+    switch (driver) {
+      case 'l': st = Lapack<T>::gels(as_int(m), as_int(n), as_int(k), ai, xi); break;
+      case 'y': {
+        std::vector<lapack_int> jpvt(static_cast<size_t>(std::max<int64_t>(n, 1)), 0);  // every column free
+        st = Lapack<T>::gelsy(as_int(m), as_int(n), as_int(k), ai, xi, jpvt.data(), rcond, &r);
+        break;
+      }
+      case 'd': st = Lapack<T>::gelsd(as_int(m), as_int(n), as_int(k), ai, xi, si, rcond, &r); break;
+      default: st = Lapack<T>::gelss(as_int(m), as_int(n), as_int(k), ai, xi, si, rcond, &r); break;
+    }
+    if (rk) rk[i] = r;
+    info[i] = st > 0 ? st : 0;
+    for (int64_t c = 0; c < k; ++c) {
+      double sum = 0.0;
+      for (int64_t row = n; row < m; ++row) sum += std::norm(std::complex<double>(xi[row * k + c]));
+      res[i * k + c] = static_cast<float>(sum);
+    }
+    return st < 0 ? st : 0;
+  });
+  for (int64_t i = 0; i < B; ++i)
+    KILN_CHECK(info[i] == 0, "linalg.lstsq: ", B > 1 ? detail::format("(batch element ", i, ") ") : std::string(),
+               driver == 'l' ? "The least squares solution could not be computed because the input matrix does not "
+                               "have full rank (error code: "
+                             : "The algorithm failed to converge (error code: ",
+               info[i], ").");
+}
+
 // The permutation's sign: each pivot that is not its own row is one swap.
 bool odd_permutation(const lapack_int* piv, int64_t n) {
   bool odd = false;
@@ -220,6 +368,29 @@ void by_dtype(const Tensor& t, F fn) {
 }
 
 }  // namespace
+
+void qr_batched(const Tensor& a, const Tensor& q, const Tensor& r) {
+  by_dtype(a, [&](auto tag) { qr_typed<decltype(tag)>(a, q, r); });
+}
+void svd_batched(const Tensor& a, const Tensor& u, const Tensor& s, const Tensor& vh) {
+  by_dtype(a, [&](auto tag) { svd_typed<decltype(tag)>(a, u, s, vh); });
+}
+void pinv_from_svd(const Tensor& u, const Tensor& s, const Tensor& vh, double atol, double rtol, const Tensor& out) {
+  by_dtype(u, [&](auto tag) { pinv_typed<decltype(tag)>(u, s, vh, atol, rtol, out); });
+}
+void lstsq_batched(const Tensor& a, const Tensor& x, char driver, float rcond, const Tensor& rank, const Tensor& sv,
+                   const Tensor& residual) {
+  by_dtype(a, [&](auto tag) { lstsq_typed<decltype(tag)>(a, x, driver, rcond, rank, sv, residual); });
+}
+void set_identity_batched(const Tensor& t) {
+  by_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t B = t.size(0), m = t.size(1), n = t.size(2);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < B; ++i)
+      for (int64_t j = 0; j < std::min(m, n); ++j) p[(i * m + j) * n + j] = T(1.0f);
+  });
+}
 
 void lu_factor_batched(const Tensor& lu, const Tensor& pivots, const Tensor& info) {
   by_dtype(lu, [&](auto tag) { lu_factor_typed<decltype(tag)>(lu, pivots, info); });

@@ -22,4 +22,22 @@ void inverse_from_lu_batched(const Tensor& lu, const Tensor& pivots);
 void det_from_lu_batched(const Tensor& lu, const Tensor& pivots, const Tensor& det);
 void slogdet_from_lu_batched(const Tensor& lu, const Tensor& pivots, const Tensor& sign, const Tensor& logabsdet);
 
+// a [b, m, n] (destroyed) -> R [b, rows_r, n] (upper triangle of the factored a)
+// and, when q is defined, Q [b, m, cols_q] (geqrf, then orgqr / ungqr).
+void qr_batched(const Tensor& a, const Tensor& q, const Tensor& r);
+// a [b, m, n] (destroyed) -> s [b, min(m, n)] float32 and, when u is defined,
+// u [b, m, m or k] and vh [b, n or k, n] by their shapes (gesdd).
+void svd_batched(const Tensor& a, const Tensor& u, const Tensor& s, const Tensor& vh);
+// out [b, n, m] = V diag(1/s) U^H over the s_j > max(atol, rtol * s_0) of u [b, m, k],
+// s [b, k], vh [b, k, n] (an SVD).
+void pinv_from_svd(const Tensor& u, const Tensor& s, const Tensor& vh, double atol, double rtol, const Tensor& out);
+// Least squares: a [b, m, n] (destroyed), x [b, max(m, n), k] holding B in its first
+// m rows, replaced by the solution in its first n; driver 'l' (gels), 'y' (gelsy),
+// 'd' (gelsd), 's' (gelss); rank [b] int64 and sv [b, min(m, n)] float32 when
+// defined; residual [b, k] float32: |rows n..m of x|^2 per column when m > n.
+void lstsq_batched(const Tensor& a, const Tensor& x, char driver, float rcond, const Tensor& rank, const Tensor& sv,
+                   const Tensor& residual);
+// t [b, m, n] zeroed -> ones on the diagonal.
+void set_identity_batched(const Tensor& t);
+
 }  // namespace kiln::cpu

@@ -8,48 +8,14 @@
 #include "core/shape.h"
 #include "cpu/lapack.h"
 #include "ops/common.h"
+#include "ops/linalg_common.h"
+
+#if KILN_WITH_CUDA
+#include "core/backend.h"
+#include "cuda/linalg_small.h"
+#endif
 
 namespace kiln::linalg {
-
-namespace {
-
-void check_matrix(const char* op, const Tensor& A, const char* name, bool square) {
-  check_defined(op, A);
-  KILN_CHECK(A.dtype() == DType::Float32 || A.dtype() == DType::Complex64, op, ": ", name, " dtype ",
-             dtype_name(A.dtype()), " is not supported (float32, complex64 are)");
-  KILN_CHECK(A.dim() >= 2, op, ": ", name, " must have at least 2 dimensions, got ", A.shape());
-  KILN_CHECK(!square || A.size(-1) == A.size(-2), op, ": ", name, " must be batches of square matrices, but they are ",
-             A.size(-2), " by ", A.size(-1), " matrices");
-  if (A.is_cuda())
-    KILN_NOT_IMPLEMENTED(op, " on CUDA is not implemented yet (the GPU linear algebra of issue 5); move ", name,
-                         " to the CPU");
-}
-
-void check_pair(const char* op, const Tensor& A, const Tensor& B) {
-  check_same_device(op, A, B);
-  KILN_CHECK(A.dtype() == B.dtype(), op, ": expected A and B to have the same dtype, but got ", dtype_name(A.dtype()),
-             " and ", dtype_name(B.dtype()));
-}
-
-Shape batch_shape(const Tensor& t, int64_t core) { return Shape(t.shape().begin(), t.shape().end() - core); }
-
-Shape concat(Shape a, const Shape& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-// An owned contiguous [b, rows, cols] copy of t broadcast to batch + [rows, cols].
-Tensor owned_batch(const Tensor& t, const Shape& batch) {
-  const int64_t rows = t.size(-2), cols = t.size(-1);
-  return t.expand(concat(batch, {rows, cols})).clone().reshape({shape_numel(batch), rows, cols});
-}
-
-// The (batch element i) prefix torch puts on errors of batched input.
-std::string batch_prefix(const Shape& batch, int64_t i) {
-  return batch.empty() ? "" : detail::format("(batch element ", i, ") ");
-}
-
-}  // namespace
 
 LuFactorExResult lu_factor_ex(const Tensor& A, bool pivot) {
   constexpr const char* op = "linalg.lu_factor_ex";
@@ -144,16 +110,46 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left) {
   return vector ? x.squeeze(left ? -1 : -2) : x;
 }
 
+namespace {
+
+// inv's singular-matrix error from a batch of getrf infos.
+void check_invertible(const Tensor& info_flat, const Shape& batch) {
+  const int32_t* v = info_flat.data<int32_t>();
+  for (int64_t i = 0; i < info_flat.numel(); ++i)
+    KILN_CHECK(v[i] == 0, "linalg.inv: ", batch_prefix(batch, i), "The diagonal element ", v[i],
+               " is zero, the inversion could not be completed because the input matrix is singular.");
+}
+
+#if KILN_WITH_CUDA
+// CUDA: float32 matrices up to 4 x 4 in one kernel; the singular check reads one
+// flag back (torch syncs here too), the whole info only when it is set.
+Tensor inv_small_cuda(const Tensor& A) {
+  const Shape batch = batch_shape(A, 2);
+  const int64_t n = A.size(-1), b = shape_numel(batch);
+  Tensor a = A.contiguous().reshape({b, n, n});
+  Tensor out = Tensor::empty({b, n, n}, DType::Float32, A.device());
+  Tensor info = Tensor::empty({b}, DType::Int32, A.device());
+  Tensor any_singular = Tensor::empty({}, DType::Int32, A.device());
+  cuda_backend::DeviceGuard guard(A.device().index);
+  cuda_backend::small_inverse(out, a, info, any_singular);
+  if (b > 0 && any_singular.item<int64_t>() != 0) check_invertible(info.to(kCPU), batch);
+  return out.reshape(A.shape());
+}
+#endif
+
+}  // namespace
+
 Tensor inv(const Tensor& A) {
   constexpr const char* op = "linalg.inv";
+#if KILN_WITH_CUDA
+  if (A.defined() && A.is_cuda() && A.dtype() == DType::Float32 && A.dim() >= 2 && A.size(-1) == A.size(-2) &&
+      A.size(-1) >= 1 && A.size(-1) <= 4)
+    return inv_small_cuda(A);
+#endif
   check_matrix(op, A, "A", true);
   LuFactorExResult f = lu_factor_ex(A);
   const Tensor info = f.info.reshape({-1});
-  for (int64_t i = 0; i < info.numel(); ++i) {
-    const int32_t v = info.data<int32_t>()[i];
-    KILN_CHECK(v == 0, op, ": ", batch_prefix(f.info.shape(), i), "The diagonal element ", v,
-               " is zero, the inversion could not be completed because the input matrix is singular.");
-  }
+  check_invertible(info, f.info.shape());
   const int64_t n = A.size(-1), b = info.numel();
   Tensor lu = f.LU.reshape({b, n, n});  // owned by f, contiguous
   if (lu.numel() > 0) cpu::inverse_from_lu_batched(lu, f.pivots.reshape({b, n}));

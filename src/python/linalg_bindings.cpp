@@ -1,5 +1,8 @@
 // kiln._kiln._linalg: the C++ kiln::linalg ops; python/kiln/linalg.py wraps their
 // tuples in torch's named tuples.
+#include <optional>
+#include <string>
+
 #include "kiln/linalg.h"
 #include "python/convert.h"
 
@@ -28,6 +31,21 @@ void bind_linalg(py::module_& m) {
   l.def("solve", &linalg::solve, arg("A"), arg("B"), arg("left") = true, nogil);
   l.def("inv", &linalg::inv, arg("A"), nogil);
   l.def("det", &linalg::det, arg("A"), nogil);
+  l.def("qr", [](const Tensor& A, const std::string& mode) {
+    auto r = linalg::qr(A, mode);
+    return py::make_tuple(r.Q, r.R);
+  }, arg("A"), arg("mode") = "reduced");
+  l.def("svd", [](const Tensor& A, bool full_matrices) {
+    auto r = linalg::svd(A, full_matrices);
+    return py::make_tuple(r.U, r.S, r.Vh);
+  }, arg("A"), arg("full_matrices") = true);
+  l.def("svdvals", &linalg::svdvals, arg("A"), nogil);
+  l.def("pinv", &linalg::pinv, arg("A"), arg("atol") = py::none(), arg("rtol") = py::none(),
+        arg("hermitian") = false, nogil);
+  l.def("lstsq", [](const Tensor& A, const Tensor& B, std::optional<double> rcond, std::optional<std::string> driver) {
+    auto r = linalg::lstsq(A, B, rcond, driver.value_or("gelsy"));
+    return py::make_tuple(r.solution, r.residuals, r.rank, r.singular_values);
+  }, arg("A"), arg("B"), arg("rcond") = py::none(), arg("driver") = py::none());
   l.def("slogdet", [](const Tensor& A) {
     auto r = linalg::slogdet(A);
     return py::make_tuple(r.sign, r.logabsdet);

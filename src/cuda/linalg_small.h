@@ -1,0 +1,15 @@
+// CUDA linear algebra for batches of tiny matrices, where a library call per
+// matrix (or cuBLAS's batched LU) costs far more than the arithmetic.
+#pragma once
+
+#include "kiln/tensor.h"
+
+namespace kiln::cuda_backend {
+
+// out [b, n, n] = inverse of a [b, n, n], float32 contiguous, 1 <= n <= 4: a matrix
+// per thread in registers, Gauss-Jordan with partial pivoting (factor and solve in
+// one pass). info [b] int32: 0, or LAPACK getrf's 1-based index of the first zero
+// pivot; any_singular (one int32) becomes 1 when some info is nonzero.
+void small_inverse(const Tensor& out, const Tensor& a, const Tensor& info, const Tensor& any_singular);
+
+}  // namespace kiln::cuda_backend
