@@ -237,21 +237,23 @@ def scaled_mm_cases():
 def grouped_mm_cases():
     c, dev, gen = [], "cuda", torch.Generator().manual_seed(0)
     grouped = getattr(torch.nn.functional, "grouped_mm", None) or torch._grouped_mm
-    experts, top, kk, n = 128, 8, 2048, 1536  # Qwen3-30B-A3B's gate/up projection
-    w = torch.randn(experts, n, kk, device=dev, dtype=torch.bfloat16) / kk ** 0.5
-    kw = k(w).transpose(-2, -1)
-    for tokens in (1, 8, 512):
-        chosen = torch.stack([torch.randperm(experts, generator=gen)[:top] for _ in range(tokens)]).flatten()
-        counts = torch.bincount(chosen, minlength=experts)
-        offs = counts.cumsum(0).to(device=dev, dtype=torch.int32)
-        a = torch.randn(tokens * top, kk, device=dev, dtype=torch.bfloat16)
-        ka, ko = k(a), k(offs)
-        used = int((counts > 0).sum())
-        c.append(Case("grouped_mm", f"grouped_mm {tokens} tok top-{top}/{experts} {kk}->{n}",
-                      2.0 * used * n * kk + 2.0 * a.numel() + 2.0 * tokens * top * n,
-                      lambda ka=ka, ko=ko: kiln.nn.functional.grouped_mm(ka, kw, offs=ko),
-                      lambda a=a, offs=offs: grouped(a, w.transpose(-2, -1), offs=offs),
-                      flops=2.0 * tokens * top * n * kk, graph=tokens <= 8))
+    experts, top = 128, 8
+    # Qwen3-30B-A3B's gate/up projection, then its down projection (decode only)
+    for kk, n, token_counts in ((2048, 1536, (1, 8, 512)), (768, 2048, (1,))):
+        w = torch.randn(experts, n, kk, device=dev, dtype=torch.bfloat16) / kk ** 0.5
+        kw = k(w).transpose(-2, -1)
+        for tokens in token_counts:
+            chosen = torch.stack([torch.randperm(experts, generator=gen)[:top] for _ in range(tokens)]).flatten()
+            counts = torch.bincount(chosen, minlength=experts)
+            offs = counts.cumsum(0).to(device=dev, dtype=torch.int32)
+            a = torch.randn(tokens * top, kk, device=dev, dtype=torch.bfloat16)
+            ka, ko = k(a), k(offs)
+            used = int((counts > 0).sum())
+            c.append(Case("grouped_mm", f"grouped_mm {tokens} tok top-{top}/{experts} {kk}->{n}",
+                          2.0 * used * n * kk + 2.0 * a.numel() + 2.0 * tokens * top * n,
+                          lambda ka=ka, ko=ko, kw=kw: kiln.nn.functional.grouped_mm(ka, kw, offs=ko),
+                          lambda a=a, offs=offs, w=w: grouped(a, w.transpose(-2, -1), offs=offs),
+                          flops=2.0 * tokens * top * n * kk, graph=tokens <= 8))
     return c
 
 
@@ -281,6 +283,23 @@ def moe_routing_cases():
         c.append(Case("moe_route", f"moe_combine [{tokens}x{top},{hidden}]", 2.0 * y.numel() + 2.0 * tokens * hidden,
                       lambda ky=ky, r=r: kiln.moe_combine(ky, r),
                       lambda y=y, w=w, pos=pos: (y[pos].float() * w[..., None]).sum(1).to(y.dtype), graph=True))
+    # the SwiGLU experts of one decode token (Qwen3-30B-A3B): kiln's two fused kernels against
+    # torch's index_select, grouped_mm, silu * up, grouped_mm on the same routing
+    F, inter = torch.nn.functional, 768
+    grouped = getattr(F, "grouped_mm", None) or torch._grouped_mm
+    gate_up = torch.randn(experts, 2 * inter, hidden, device="cuda", dtype=torch.bfloat16) / hidden ** 0.5
+    down = torch.randn(experts, hidden, inter, device="cuda", dtype=torch.bfloat16) / inter ** 0.5
+    x = torch.randn(1, hidden, device="cuda", dtype=torch.bfloat16)
+    r = kiln.moe_route(k(torch.randn(1, experts, device="cuda")), top)
+    token_of, offs = torch.from_dlpack(r.token_of).long(), torch.from_dlpack(r.offs)
+
+    def torch_experts():
+        h = grouped(x[token_of], gate_up.transpose(-2, -1), offs=offs)
+        return grouped(F.silu(h[:, :inter]) * h[:, inter:], down.transpose(-2, -1), offs=offs)
+
+    kx, kgu, kd = k(x), k(gate_up), k(down)
+    c.append(Case("moe_route", f"moe_experts 1 tok top-{top}/{experts} {hidden}->{inter}->{hidden}",
+                  2.0 * top * 3 * inter * hidden, lambda: kiln.moe_experts(kx, kgu, kd, r), torch_experts, graph=True))
     return c
 
 
@@ -356,8 +375,19 @@ def sampling_cases():
     return c
 
 
+# ---- cases: linear algebra on the device (issue 5) ----
+def linalg_cases():
+    c = []
+    A = torch.randn(1 << 20, 4, 4, device="cuda") + 4 * torch.eye(4, device="cuda")
+    kA = k(A)
+    # the singular check reads one number back on both sides, so both include a host sync
+    c.append(Case("linalg", "inv 1M x 4x4 f32", 2.0 * A.numel() * 4, lambda: kiln.linalg.inv(kA),
+                  lambda: torch.linalg.inv(A)))
+    return c
+
+
 CASES = [core_cases, linear_cases, softmax_cases, topk_cases, scaled_mm_cases, grouped_mm_cases, moe_routing_cases,
-         attention_cases, layer_ops_cases, sampling_cases]
+         attention_cases, layer_ops_cases, sampling_cases, linalg_cases]
 
 
 def measured_copy_gbs(repeats, stream):

@@ -217,6 +217,16 @@ MoeRouting moe_route(const Tensor& logits, int64_t k, RouterScoring scoring = Ro
 // (accumulated in float32). A gather, so no atomics: the result is deterministic.
 Tensor moe_combine(const Tensor& expert_out, const MoeRouting& routing);
 
+// The experts of a mixture-of-experts layer (SwiGLU, as Qwen3-MoE and Mixtral):
+// for each row p of the routing (token token_of[p], expert e by offs),
+// out[p] = down[e] @ (silu(g) * u) with [g | u] = gate_up[e] @ x[token_of[p]];
+// x [T, H], gate_up [E, 2I, H] (gate rows, then up rows), down [E, H, I], one
+// float dtype; returns [T * k, H] in routing order, for moe_combine. The gate|up
+// result and the activation are rounded to x's dtype, as the ops in sequence
+// (index_select, grouped_mm, silu_and_mul, grouped_mm), which it equals; on CUDA
+// with at most one row per expert (decode) it runs as two fused kernels.
+Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& routing);
+
 // torch.topk: the k largest (or smallest) elements along `dim`, sorted, with
 // their int64 indices. NaN counts as larger than every number; among equal
 // values the lower index comes first.

@@ -64,8 +64,14 @@ struct ScaledMmArgs {
 //  - k by group (2-D x 2-D): a [M, K], b [K, N], out [G, M, N]: out[g] is
 //    a[:, offs[g-1]:offs[g]] @ b[offs[g-1]:offs[g], :].
 // a and b share one float dtype, any strides; out is contiguous, a's dtype or float32.
+// row_index (int32, optional): row p of the product reads a's row row_index[p]
+// (a gather fused in); swiglu: a's rows are [gate | up] of width 2K and the
+// product reads silu(gate) * up, rounded to a's dtype (silu_and_mul fused in).
+// Both only on CUDA's few-rows path (moe_experts checks when it applies).
 struct GroupedMmArgs {
   Tensor out, a, b, offs;
+  Tensor row_index;
+  bool swiglu = false;
   bool k_by_group() const { return b.dim() == 2; }
 };
 

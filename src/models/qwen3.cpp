@@ -163,10 +163,7 @@ Tensor Qwen3Model::dense_mlp(const LayerWeights& l, const Tensor& h) const {
 Tensor Qwen3Model::moe(const LayerWeights& l, const Tensor& h) const {
   const MoeRouting r = moe_route(l.moe.router(h), config_.num_experts_per_tok, RouterScoring::Softmax, std::nullopt,
                                  config_.norm_topk_prob);
-  const Tensor rows = index_select(h, 0, r.token_of);  // [T * k, hidden], sorted by expert
-  const Tensor gate_up = grouped_mm(rows, l.moe.gate_up.transpose(1, 2), r.offs);
-  const Tensor down = grouped_mm(silu_and_mul(gate_up), l.moe.down.transpose(1, 2), r.offs);
-  return moe_combine(down, r);
+  return moe_combine(moe_experts(h, l.moe.gate_up, l.moe.down, r), r);
 }
 
 }  // namespace kiln

@@ -2,6 +2,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/shape.h"
+#include "core/vector_rows.h"
 #include "ops/common.h"
 
 namespace kiln {
@@ -89,6 +90,50 @@ Tensor moe_combine(const Tensor& y, const MoeRouting& r) {
   if (out.numel() == 0) return out;
   KILN_ON_DEVICE(y.device(), moe_combine, out, y.contiguous(), r.weights.contiguous(), r.sorted_pos.contiguous());
   return out;
+}
+
+Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& r) {
+  constexpr const char* op = "moe_experts";
+  check_defined(op, x, gate_up);
+  check_defined(op, down, r.token_of);
+  check_same_device(op, x, gate_up);
+  check_same_device(op, x, down);
+  check_same_device(op, x, r.token_of);
+  check_compute_float(op, x);
+  KILN_CHECK(x.dim() == 2 && gate_up.dim() == 3 && down.dim() == 3 && gate_up.size(2) == x.size(1) &&
+                 gate_up.size(1) % 2 == 0 && down.size(0) == gate_up.size(0) && down.size(1) == x.size(1) &&
+                 down.size(2) * 2 == gate_up.size(1) && gate_up.dtype() == x.dtype() && down.dtype() == x.dtype(),
+             op, ": x [T, H], gate_up [E, 2I, H] and down [E, H, I] of one dtype expected, got ", x.dtype(), " ",
+             x.shape(), ", ", gate_up.dtype(), " ", gate_up.shape(), " and ", down.dtype(), " ", down.shape());
+  KILN_CHECK(r.offs.defined() && r.offs.dim() == 1 && r.offs.size(0) == gate_up.size(0) &&
+                 r.token_of.dtype() == DType::Int32 && r.token_of.dim() == 1,
+             op, ": the routing must be moe_route's for ", gate_up.size(0), " experts");
+  const int64_t rows = r.token_of.size(0), E = gate_up.size(0), H = x.size(1), I = down.size(2);
+  const Tensor b1 = gate_up.transpose(1, 2), b2 = down.transpose(1, 2);  // [E, H, 2I], [E, I, H]: k contiguous
+  const bool fused = x.is_cuda() && x.dtype() != DType::Float32 && rows <= E && rows > 0 &&
+                     x.stride(1) == 1 && rows_vector_aligned(x, 1) && rows_vector_aligned(b1, 1) &&
+                     rows_vector_aligned(b2, 1) && (H * static_cast<int64_t>(x.itemsize())) % 16 == 0 &&
+                     (I * static_cast<int64_t>(x.itemsize())) % 16 == 0 &&
+                     I <= 12288;  // the activation row sits in 48 KB of shared memory
+  if (!fused) {
+    const Tensor h = grouped_mm(index_select(x, 0, r.token_of), b1, r.offs);
+    return grouped_mm(silu_and_mul(h), b2, r.offs);
+  }
+  GroupedMmArgs first;
+  first.a = x;
+  first.b = b1;
+  first.offs = r.offs.contiguous();
+  first.row_index = r.token_of.contiguous();
+  first.out = Tensor::empty({rows, 2 * I}, x.dtype(), x.device());
+  KILN_ON_DEVICE(x.device(), grouped_mm, first);
+  GroupedMmArgs second;
+  second.a = first.out;
+  second.b = b2;
+  second.offs = first.offs;
+  second.swiglu = true;
+  second.out = Tensor::empty({rows, H}, x.dtype(), x.device());
+  KILN_ON_DEVICE(x.device(), grouped_mm, second);
+  return second.out;
 }
 
 }  // namespace kiln

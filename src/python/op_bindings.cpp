@@ -341,6 +341,8 @@ void bind_ops(py::module_& m) {
                      renormalize);
   }, arg("logits"), arg("k"), arg("scoring") = "softmax", arg("selection_bias") = none, arg("renormalize") = true);
   m.def("moe_combine", &moe_combine, arg("expert_out"), arg("routing"), py::call_guard<py::gil_scoped_release>());
+  m.def("moe_experts", &moe_experts, arg("x"), arg("gate_up"), arg("down"), arg("routing"),
+        py::call_guard<py::gil_scoped_release>());
   m.def("broadcast_shapes", [](py::args shapes) {
     Shape out;
     for (auto s : shapes) out = broadcast_shapes(out, s.cast<Shape>());

@@ -87,6 +87,25 @@ class Router(unittest.TestCase):
                 ref[t] += wr[t, j] * (w[er[t, j]] @ x[t])
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
+    def test_swiglu_experts_against_numpy(self):
+        tokens, E, k, H, I = 5, 8, 3, 16, 24
+        x = RNG.standard_normal((tokens, H)).astype(np.float32)
+        logits = RNG.standard_normal((tokens, E)).astype(np.float32)
+        gate_up = (RNG.standard_normal((E, 2 * I, H)) / 4).astype(np.float32)
+        down = (RNG.standard_normal((E, H, I)) / 5).astype(np.float32)
+        r = kiln.moe_route(kiln.tensor(logits), k)
+        got = np.from_dlpack(kiln.moe_combine(kiln.moe_experts(kiln.tensor(x), kiln.tensor(gate_up),
+                                                               kiln.tensor(down), r), r))
+        wr, er = reference_route(logits, k)
+        ref = np.zeros((tokens, H))
+        for t in range(tokens):
+            for j in range(k):
+                g, u = np.split(gate_up[er[t, j]].astype(np.float64) @ x[t], 2)
+                ref[t] += wr[t, j] * (down[er[t, j]] @ (g / (1 + np.exp(-g)) * u))
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+        with self.assertRaisesRegex(kiln.Error, r"gate_up \[E, 2I, H\] and down \[E, H, I\]"):
+            kiln.moe_experts(kiln.tensor(x), kiln.tensor(gate_up), kiln.tensor(down[:, :, :5]), r)
+
     def test_bad_input_raises(self):
         with self.assertRaisesRegex(kiln.Error, r"k = 9 must be in \[1, 8\]"):
             kiln.moe_route(kiln.zeros((2, 8)), 9)

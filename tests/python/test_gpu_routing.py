@@ -62,3 +62,22 @@ class Routing(TorchParityBase):
         wr, er = torch_route(logits, kk)
         ref = torch.einsum("tj,tjn->tn", wr, torch.einsum("tjnh,th->tjn", w[er].float(), x.float()))
         torch.testing.assert_close(got, ref, rtol=2e-2, atol=2e-2)
+
+    def test_fused_experts_equal_the_ops_in_sequence(self):
+        F = torch.nn.functional
+        for tokens, E, kk, H, I in [(1, 128, 8, 2048, 768), (4, 64, 8, 256, 128), (2, 16, 4, 512, 96), (40, 16, 4, 256, 64)]:
+            x = torch.randn(tokens, H, device=DEV, dtype=torch.bfloat16)
+            logits = torch.randn(tokens, E, device=DEV)
+            gate_up = torch.randn(E, 2 * I, H, device=DEV, dtype=torch.bfloat16) / H ** 0.5
+            down = torch.randn(E, H, I, device=DEV, dtype=torch.bfloat16) / I ** 0.5
+            r = kiln.moe_route(k(logits), kk)
+            got = T(kiln.moe_experts(k(x), k(gate_up), k(down), r))  # fused when tokens * kk <= E
+            h = KF.grouped_mm(kiln.index_select(k(x), 0, r.token_of), k(gate_up).transpose(-2, -1), offs=r.offs)
+            seq = T(KF.grouped_mm(kiln.silu_and_mul(h), k(down).transpose(-2, -1), offs=r.offs))
+            torch.testing.assert_close(got, seq, rtol=0, atol=0, msg=f"{tokens} tokens, {E} experts")
+            rows = T(r.token_of).long()
+            e_of = torch.repeat_interleave(torch.arange(E, device=DEV), torch.diff(T(r.offs).long(), prepend=torch.zeros(1, dtype=torch.long, device=DEV)))
+            gu = torch.einsum("rnh,rh->rn", gate_up[e_of].float(), x[rows].float()).to(torch.bfloat16).float()
+            act = (F.silu(gu[:, :I]) * gu[:, I:]).to(torch.bfloat16).float()
+            ref = torch.einsum("rhi,ri->rh", down[e_of].float(), act).to(torch.bfloat16)
+            torch.testing.assert_close(got, ref, rtol=2e-2, atol=2e-2)
