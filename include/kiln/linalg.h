@@ -70,4 +70,25 @@ Tensor pinv(const Tensor& A, std::optional<double> atol = {}, std::optional<doub
 LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond = {},
                   const std::string& driver = "gelsy");
 
+// ---- backward formulas (vector-Jacobian products), for the autograd to come ----
+// Given the gradient of a real loss with respect to an op's output, its gradient with
+// respect to the inputs, in torch's convention (for complex tensors dL/dRe + i dL/dIm).
+// Operands share their batch shape (no broadcast reduction).
+struct SolveGrads {
+  Tensor A, B;
+};
+// A nonsingular; det = det(A).
+Tensor det_backward(const Tensor& grad, const Tensor& A, const Tensor& det);
+// inverse = inv(A).
+Tensor inv_backward(const Tensor& grad, const Tensor& inverse);
+// X = solve(A, B, left) (X a matrix [*, n, k] or [*, k, n]).
+SolveGrads solve_backward(const Tensor& grad, const Tensor& A, const Tensor& X, bool left = true);
+// X = lu_solve(LU, pivots, B, left, adjoint); .A is the gradient with respect to LU
+// (the packed factors, as torch's), .B with respect to B.
+SolveGrads lu_solve_backward(const Tensor& grad, const Tensor& LU, const Tensor& pivots, const Tensor& X,
+                             bool left = true, bool adjoint = false);
+// X = solve_triangular(A, B, upper, left, unitriangular); grad A lies in A's read triangle.
+SolveGrads solve_triangular_backward(const Tensor& grad, const Tensor& A, const Tensor& X, bool upper, bool left = true,
+                                     bool unitriangular = false);
+
 }  // namespace kiln::linalg

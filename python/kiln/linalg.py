@@ -16,6 +16,12 @@ solve_triangular = _linalg.solve_triangular
 solve = _linalg.solve
 inv = _linalg.inv
 det = _linalg.det
+# backward formulas (grad_A or (grad_A, grad_B)), for the autograd to come
+det_backward = _linalg.det_backward
+inv_backward = _linalg.inv_backward
+solve_backward = _linalg.solve_backward
+lu_solve_backward = _linalg.lu_solve_backward
+solve_triangular_backward = _linalg.solve_triangular_backward
 svdvals = _linalg.svdvals
 
 

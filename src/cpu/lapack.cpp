@@ -40,6 +40,11 @@ struct Lapack<float> {
     cblas_strsm(CblasRowMajor, side, uplo, CblasNoTrans, diag, m, n, 1.0f, a, side == CblasLeft ? m : n, b, n);
   }
   static float conj(float v) { return v; }
+  static void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb,
+                   float* c) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda,
+                b, ldb, 0.0f, c, n);
+  }
   static lapack_int geqrf(int m, int n, float* a, float* tau) { return LAPACKE_sgeqrf(LAPACK_ROW_MAJOR, m, n, a, n, tau); }
   static lapack_int orgqr(int m, int n, int k, float* a, const float* tau) {
     return LAPACKE_sorgqr(LAPACK_ROW_MAJOR, m, n, k, a, n, tau);
@@ -72,6 +77,11 @@ struct Lapack<C> {
     cblas_ctrsm(CblasRowMajor, side, uplo, CblasNoTrans, diag, m, n, &one, a, side == CblasLeft ? m : n, b, n);
   }
   static C conj(C v) { return std::conj(v); }
+  static void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const C* a, int lda, const C* b, int ldb, C* c) {
+    const C al(alpha, 0.0f), zero(0.0f, 0.0f);
+    cblas_cgemm(CblasRowMajor, ta ? CblasConjTrans : CblasNoTrans, tb ? CblasConjTrans : CblasNoTrans, m, n, k, &al, a,
+                lda, b, ldb, &zero, c, n);
+  }
   static lapack_int geqrf(int m, int n, C* a, C* tau) { return LAPACKE_cgeqrf(LAPACK_ROW_MAJOR, m, n, a, n, tau); }
   static lapack_int orgqr(int m, int n, int k, C* a, const C* tau) {
     return LAPACKE_cungqr(LAPACK_ROW_MAJOR, m, n, k, a, n, tau);
@@ -381,6 +391,18 @@ void pinv_from_svd(const Tensor& u, const Tensor& s, const Tensor& vh, double at
 void lstsq_batched(const Tensor& a, const Tensor& x, char driver, float rcond, const Tensor& rank, const Tensor& sv,
                    const Tensor& residual) {
   by_dtype(a, [&](auto tag) { lstsq_typed<decltype(tag)>(a, x, driver, rcond, rank, sv, residual); });
+}
+void matmul_adjoint_batched(const Tensor& out, const Tensor& a, bool adjoint_a, const Tensor& b, bool adjoint_b,
+                            float alpha) {
+  by_dtype(a, [&](auto tag) {
+    using T = decltype(tag);
+    const int64_t B = out.size(0), m = out.size(1), n = out.size(2), k = adjoint_a ? a.size(1) : a.size(2);
+    const T *as = a.data<T>(), *bs = b.data<T>();
+    T* os = out.data<T>();
+    for (int64_t i = 0; i < B; ++i)
+      Lapack<T>::gemm(adjoint_a, adjoint_b, as_int(m), as_int(n), as_int(k), alpha, as + i * a.size(1) * a.size(2),
+                      as_int(a.size(2)), bs + i * b.size(1) * b.size(2), as_int(b.size(2)), os + i * m * n);
+  });
 }
 void set_identity_batched(const Tensor& t) {
   by_dtype(t, [&](auto tag) {

@@ -37,6 +37,9 @@ void pinv_from_svd(const Tensor& u, const Tensor& s, const Tensor& vh, double at
 // defined; residual [b, k] float32: |rows n..m of x|^2 per column when m > n.
 void lstsq_batched(const Tensor& a, const Tensor& x, char driver, float rcond, const Tensor& rank, const Tensor& sv,
                    const Tensor& residual);
+// out [b, m, n] = alpha * op(a) @ op(b), op the conjugate transpose where asked (gemm).
+void matmul_adjoint_batched(const Tensor& out, const Tensor& a, bool adjoint_a, const Tensor& b, bool adjoint_b,
+                            float alpha);
 // t [b, m, n] zeroed -> ones on the diagonal.
 void set_identity_batched(const Tensor& t);
 

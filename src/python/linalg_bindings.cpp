@@ -46,6 +46,22 @@ void bind_linalg(py::module_& m) {
     auto r = linalg::lstsq(A, B, rcond, driver.value_or("gelsy"));
     return py::make_tuple(r.solution, r.residuals, r.rank, r.singular_values);
   }, arg("A"), arg("B"), arg("rcond") = py::none(), arg("driver") = py::none());
+  l.def("det_backward", &linalg::det_backward, arg("grad"), arg("A"), arg("det"), nogil);
+  l.def("inv_backward", &linalg::inv_backward, arg("grad"), arg("inverse"), nogil);
+  l.def("solve_backward", [](const Tensor& grad, const Tensor& A, const Tensor& X, bool left) {
+    auto r = linalg::solve_backward(grad, A, X, left);
+    return py::make_tuple(r.A, r.B);
+  }, arg("grad"), arg("A"), arg("X"), arg("left") = true);
+  l.def("lu_solve_backward", [](const Tensor& grad, const Tensor& LU, const Tensor& pivots, const Tensor& X, bool left,
+                                bool adjoint) {
+    auto r = linalg::lu_solve_backward(grad, LU, pivots, X, left, adjoint);
+    return py::make_tuple(r.A, r.B);
+  }, arg("grad"), arg("LU"), arg("pivots"), arg("X"), arg("left") = true, arg("adjoint") = false);
+  l.def("solve_triangular_backward", [](const Tensor& grad, const Tensor& A, const Tensor& X, bool upper, bool left,
+                                        bool unitriangular) {
+    auto r = linalg::solve_triangular_backward(grad, A, X, upper, left, unitriangular);
+    return py::make_tuple(r.A, r.B);
+  }, arg("grad"), arg("A"), arg("X"), arg("upper"), arg("left") = true, arg("unitriangular") = false);
   l.def("slogdet", [](const Tensor& A) {
     auto r = linalg::slogdet(A);
     return py::make_tuple(r.sign, r.logabsdet);
