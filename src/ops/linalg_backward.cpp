@@ -60,6 +60,17 @@ void check_same_batch(const char* op, const Tensor& a, const Tensor& b) {
              " and ", b.shape());
 }
 
+// The arguments of a solve's backward: the square operand, the solution X and its gradient.
+void check_solve_grads(const char* op, const Tensor& M, const char* name, const Tensor& X, const Tensor& grad) {
+  check_matrix(op, M, name, true);
+  check_matrix(op, X, "X", false);
+  check_matrix(op, grad, "grad", false);
+  check_pair(op, M, X);
+  check_pair(op, M, grad);
+  check_same_batch(op, M, X);
+  KILN_CHECK(grad.shape() == X.shape(), op, ": grad must have X's shape ", X.shape(), ", got ", grad.shape());
+}
+
 }  // namespace
 
 Tensor inv_backward(const Tensor& grad, const Tensor& inverse) {
@@ -93,13 +104,7 @@ Tensor det_backward(const Tensor& grad, const Tensor& A, const Tensor& det) {
 
 SolveGrads solve_backward(const Tensor& grad, const Tensor& A, const Tensor& X, bool left) {
   constexpr const char* op = "linalg.solve_backward";
-  check_matrix(op, A, "A", true);
-  check_matrix(op, X, "X", false);
-  check_matrix(op, grad, "grad", false);
-  check_pair(op, A, X);
-  check_pair(op, A, grad);
-  check_same_batch(op, A, X);
-  KILN_CHECK(grad.shape() == X.shape(), op, ": grad must have X's shape ", X.shape(), ", got ", grad.shape());
+  check_solve_grads(op, A, "A", X, grad);
   const LuFactorResult f = lu_factor(A);
   SolveGrads g;
   g.B = lu_solve(f.LU, f.pivots, grad, left, /*adjoint=*/true);
@@ -110,13 +115,7 @@ SolveGrads solve_backward(const Tensor& grad, const Tensor& A, const Tensor& X, 
 SolveGrads lu_solve_backward(const Tensor& grad, const Tensor& LU, const Tensor& pivots, const Tensor& X, bool left,
                              bool adjoint) {
   constexpr const char* op = "linalg.lu_solve_backward";
-  check_matrix(op, LU, "LU", true);
-  check_matrix(op, X, "X", false);
-  check_matrix(op, grad, "grad", false);
-  check_pair(op, LU, X);
-  check_pair(op, LU, grad);
-  check_same_batch(op, LU, X);
-  KILN_CHECK(grad.shape() == X.shape(), op, ": grad must have X's shape ", X.shape(), ", got ", grad.shape());
+  check_solve_grads(op, LU, "LU", X, grad);
   SolveGrads g;
   g.B = lu_solve(LU, pivots, grad, left, !adjoint);
   // the gradient with respect to op(A), then A
@@ -145,13 +144,7 @@ SolveGrads lu_solve_backward(const Tensor& grad, const Tensor& LU, const Tensor&
 SolveGrads solve_triangular_backward(const Tensor& grad, const Tensor& A, const Tensor& X, bool upper, bool left,
                                      bool unitriangular) {
   constexpr const char* op = "linalg.solve_triangular_backward";
-  check_matrix(op, A, "A", true);
-  check_matrix(op, X, "X", false);
-  check_matrix(op, grad, "grad", false);
-  check_pair(op, A, X);
-  check_pair(op, A, grad);
-  check_same_batch(op, A, X);
-  KILN_CHECK(grad.shape() == X.shape(), op, ": grad must have X's shape ", X.shape(), ", got ", grad.shape());
+  check_solve_grads(op, A, "A", X, grad);
   // A^H is triangular the other way; the strict other triangle of A is never read, so zero it first
   Tensor a = flat(A);
   each_element(a, [&](auto& e, int64_t, int64_t y, int64_t x) {
