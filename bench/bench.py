@@ -383,6 +383,14 @@ def linalg_cases():
     # the singular check reads one number back on both sides, so both include a host sync
     c.append(Case("linalg", "inv 1M x 4x4 f32", 2.0 * A.numel() * 4, lambda: kiln.linalg.inv(kA),
                   lambda: torch.linalg.inv(A)))
+    # Gated DeltaNet's chunked form: 4096 lower-triangular systems with 8 right-hand sides
+    for n in (16, 32, 64):
+        L = torch.randn(4096, n, n, device="cuda").tril() / n ** 0.5 + 2 * torch.eye(n, device="cuda")
+        R = torch.randn(4096, n, 8, device="cuda")
+        kL, kR = k(L), k(R)
+        c.append(Case("linalg", f"solve_triangular 4096 x {n}x{n}, 8 rhs", 4.0 * (L.numel() + 2 * R.numel()),
+                      lambda kL=kL, kR=kR: kiln.linalg.solve_triangular(kL, kR, upper=False),
+                      lambda L=L, R=R: torch.linalg.solve_triangular(L, R, upper=False)))
     return c
 
 

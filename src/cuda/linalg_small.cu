@@ -76,7 +76,75 @@ __global__ void __launch_bounds__(kThreads) small_inverse_kernel(const float* __
   for (int e = threadIdx.x; e < count * kElems; e += kThreads) dst[e] = stage[(e / kElems) * kPitch + e % kElems];
 }
 
+// Column-oriented substitution: at step t the warp settles row j (the owner lane
+// divides by A[j][j] and broadcasts the row of X), and every lane removes
+// A[i][j] * x_j from the rows i still to come. Lane l holds rows l and l + 32.
+template <bool UPPER, bool UNIT>
+__global__ void __launch_bounds__(32) small_trsm_kernel(const float* __restrict__ a, float* __restrict__ x, int n, int k) {
+  // at[j * p + i] = A[i][j], p = n + 1: a column is contiguous, so lanes read it without bank
+  // conflicts, and the odd pitch keeps the transposing stores free of them too
+  extern __shared__ float at[];
+  const int p = n + 1;
+  const int64_t sys = blockIdx.x;
+  const int lane = threadIdx.x;
+  const float* as = a + sys * n * n;
+  float* xs = x + sys * n * k;
+  for (int e = lane; e < n * n; e += 32) at[(e % n) * p + e / n] = as[e];
+  __syncwarp();
+  for (int c0 = 0; c0 < k; c0 += 8) {
+    const int kc = k - c0 < 8 ? k - c0 : 8;
+    float b[2][8];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int row = lane + 32 * rr;
+#pragma unroll
+      for (int r = 0; r < 8; ++r) b[rr][r] = row < n && r < kc ? xs[row * k + c0 + r] : 0.0f;
+    }
+    for (int t = 0; t < n; ++t) {
+      const int j = UPPER ? n - 1 - t : t, owner = j % 32, slot = j / 32;
+      const float inv_d = UNIT ? 1.0f : 1.0f / at[j * p + j];
+      float xj[8];
+#pragma unroll
+      for (int r = 0; r < 8; ++r) xj[r] = __shfl_sync(0xffffffffu, (slot ? b[1][r] : b[0][r]) * inv_d, owner);
+      if (lane == owner) {
+#pragma unroll
+        for (int r = 0; r < 8; ++r) {
+          if (slot == 0) b[0][r] = xj[r];
+          else b[1][r] = xj[r];
+        }
+      }
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int row = lane + 32 * rr;
+        const bool later = row < n && (UPPER ? row < j : row > j);
+        const float l = later ? at[j * p + row] : 0.0f;
+#pragma unroll
+        for (int r = 0; r < 8; ++r) b[rr][r] = fmaf(-l, xj[r], b[rr][r]);
+      }
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int row = lane + 32 * rr;
+#pragma unroll
+      for (int r = 0; r < 8; ++r)
+        if (row < n && r < kc) xs[row * k + c0 + r] = b[rr][r];
+    }
+  }
+}
+
 }  // namespace
+
+void small_triangular_solve(const Tensor& a, const Tensor& x, bool upper, bool unit) {
+  const int64_t batch = a.size(0);
+  const int n = static_cast<int>(a.size(1)), k = static_cast<int>(x.size(2));
+  KILN_CHECK(n >= 1 && n <= 64, "small_triangular_solve: n must be 1 to 64, got ", n);
+  if (batch == 0 || k == 0) return;
+  const size_t smem = static_cast<size_t>(n) * (n + 1) * sizeof(float);
+  const auto kernel = upper ? (unit ? small_trsm_kernel<true, true> : small_trsm_kernel<true, false>)
+                            : (unit ? small_trsm_kernel<false, true> : small_trsm_kernel<false, false>);
+  kernel<<<static_cast<unsigned>(batch), 32, smem, current_stream()>>>(a.data<float>(), x.data<float>(), n, k);
+  KILN_CUDA_CHECK_LAUNCH();
+}
 
 void small_inverse(const Tensor& out, const Tensor& a, const Tensor& info, const Tensor& any_singular) {
   const int64_t batch = a.size(0), n = a.size(1);

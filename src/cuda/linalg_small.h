@@ -12,4 +12,9 @@ namespace kiln::cuda_backend {
 // pivot; any_singular (one int32) becomes 1 when some info is nonzero.
 void small_inverse(const Tensor& out, const Tensor& a, const Tensor& info, const Tensor& any_singular);
 
+// x [b, n, k] (holding B) replaced by the solution of A X = B for the triangle of
+// a [b, n, n] (float32 contiguous, 1 <= n <= 64): a warp per system, A staged
+// column-major in shared memory, X's rows in registers (eight columns at a time).
+void small_triangular_solve(const Tensor& a, const Tensor& x, bool upper, bool unit);
+
 }  // namespace kiln::cuda_backend

@@ -79,6 +79,18 @@ Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool le
 
 Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular) {
   constexpr const char* op = "linalg.solve_triangular";
+#if KILN_WITH_CUDA
+  // CUDA: float32 systems up to 64 x 64 solved from the left, a warp per system
+  if (A.defined() && B.defined() && A.is_cuda() && B.device() == A.device() && A.dtype() == DType::Float32 &&
+      B.dtype() == DType::Float32 && left && A.dim() >= 2 && B.dim() >= 2 && A.size(-1) == A.size(-2) &&
+      A.size(-1) >= 1 && A.size(-1) <= 64 && B.size(-2) == A.size(-1)) {
+    const Shape batch = broadcast_shapes(batch_shape(A, 2), batch_shape(B, 2));
+    Tensor a = owned_batch(A, batch), x = owned_batch(B, batch);
+    cuda_backend::DeviceGuard guard(A.device().index);
+    cuda_backend::small_triangular_solve(a, x, upper, unitriangular);
+    return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
+  }
+#endif
   check_matrix(op, A, "A", true);
   check_matrix(op, B, "B", false);
   check_pair(op, A, B);

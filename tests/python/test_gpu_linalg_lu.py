@@ -60,6 +60,20 @@ class LinalgAgainstTorch(unittest.TestCase):
         with self.assertRaisesRegex(kiln.NotImplementedError, "linalg.inv on CUDA is not implemented yet"):
             kiln.linalg.inv(k(torch.eye(5, device=DEV)))
 
+    def test_small_triangular_solves_on_cuda_match_torch(self):
+        for n, kk in [(64, 8), (32, 8), (16, 8), (5, 1), (40, 13), (1, 3)]:
+            for upper in (True, False):
+                for unit in (False, True):
+                    A = torch.randn(3, 50, n, n, device=DEV) / n ** 0.5 + 2 * torch.eye(n, device=DEV)
+                    B = torch.randn(50, n, kk, device=DEV)  # broadcast over A's leading batch dim
+                    got = T(kiln.linalg.solve_triangular(k(A), k(B), upper=upper, unitriangular=unit))
+                    want = torch.linalg.solve_triangular(A.double(), B.double(), upper=upper, unitriangular=unit)
+                    torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4,
+                                               msg=f"n={n} k={kk} upper={upper} unit={unit}")
+        with self.assertRaisesRegex(kiln.NotImplementedError, "linalg.solve_triangular on CUDA is not implemented"):
+            kiln.linalg.solve_triangular(k(torch.eye(3, device=DEV)), k(torch.ones(2, 3, device=DEV)), upper=True,
+                                         left=False)
+
     def test_small_inverses_on_cuda_match_torch(self):
         for n in (1, 2, 3, 4):
             A = torch.randn(3, 5000, n, n, device=DEV)
