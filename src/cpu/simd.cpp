@@ -251,14 +251,33 @@ void DotRowsE4M3(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, siz
   V s[8][2];
   for (int r = 0; r < 8; ++r) s[r][0] = s[r][1] = hn::Zero(df);
   auto top = hn::Zero(d16);
-  size_t i = 0;
-  for (; i + 2 * L <= k; i += 2 * L) {
+  // 2 L codes from w + i as two float vectors (each 2^-8 times its value)
+  auto decode = [&](size_t i, V& w0, V& w1) {
     const auto b = hn::BitCast(d16, hn::PromoteTo(hn::RebindToUnsigned<decltype(d16)>(), hn::LoadU(d8, w + i)));
     // code in the high byte, arithmetic shift by one, bit 14 (a sign copy) cleared
     const auto h = hn::And(hn::ShiftRight<1>(hn::ShiftLeft<8>(b)), hn::Set(d16, static_cast<int16_t>(0xbfff)));
     top = hn::Max(top, hn::And(h, hn::Set(d16, 0x7fff)));
     const auto hv = hn::BitCast(dh, h);
-    const V w0 = hn::PromoteTo(df, hn::LowerHalf(dhh, hv)), w1 = hn::PromoteTo(df, hn::UpperHalf(dhh, hv));
+    w0 = hn::PromoteTo(df, hn::LowerHalf(dhh, hv));
+    w1 = hn::PromoteTo(df, hn::UpperHalf(dhh, hv));
+  };
+  size_t i = 0;
+  if (rows == 1) {  // four chains (s[1] is free), so FMA latency does not bound the loop
+    for (; i + 4 * L <= k; i += 4 * L) {
+      V w0, w1, w2, w3;
+      decode(i, w0, w1);
+      decode(i + 2 * L, w2, w3);
+      s[0][0] = hn::MulAdd(w0, hn::LoadU(df, x + i), s[0][0]);
+      s[0][1] = hn::MulAdd(w1, hn::LoadU(df, x + i + L), s[0][1]);
+      s[1][0] = hn::MulAdd(w2, hn::LoadU(df, x + i + 2 * L), s[1][0]);
+      s[1][1] = hn::MulAdd(w3, hn::LoadU(df, x + i + 3 * L), s[1][1]);
+    }
+    s[0][0] = hn::Add(s[0][0], s[1][0]);
+    s[0][1] = hn::Add(s[0][1], s[1][1]);
+  }
+  for (; i + 2 * L <= k; i += 2 * L) {
+    V w0, w1;
+    decode(i, w0, w1);
     for (int r = 0; r < rows; ++r) {
       s[r][0] = hn::MulAdd(w0, hn::LoadU(df, x + r * x_stride + i), s[r][0]);
       s[r][1] = hn::MulAdd(w1, hn::LoadU(df, x + r * x_stride + i + L), s[r][1]);
