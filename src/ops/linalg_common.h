@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "core/check.h"
 #include "core/shape.h"
@@ -42,9 +43,32 @@ inline Tensor owned_batch(const Tensor& t, const Shape& batch) {
   return t.expand(concat(batch, {rows, cols})).clone().reshape({shape_numel(batch), rows, cols});
 }
 
+// The same for operands the kernels only read: a copy only where t is not
+// already contiguous or is broadcast.
+inline Tensor contiguous_batch(const Tensor& t, const Shape& batch) {
+  const int64_t rows = t.size(-2), cols = t.size(-1);
+  return t.expand(concat(batch, {rows, cols})).contiguous().reshape({shape_numel(batch), rows, cols});
+}
+
 // The (batch element i) prefix torch puts on errors of batched input.
 inline std::string batch_prefix(const Shape& batch, int64_t i) {
   return batch.empty() ? "" : detail::format("(batch element ", i, ") ");
+}
+
+// The first matrix whose LAPACK info (a host int32 tensor, any shape) is nonzero:
+// its flat index and the info; -1 and 0 when there is none.
+inline std::pair<int64_t, int32_t> first_failure(const Tensor& info) {
+  const Tensor flat = info.reshape({-1});
+  const int32_t* v = flat.data<int32_t>();
+  for (int64_t i = 0; i < flat.numel(); ++i)
+    if (v[i] != 0) return {i, v[i]};
+  return {-1, 0};
+}
+
+// B fits the square A (or LU, named `a`) of a solve from the left (A X = B) or the right (X A = B).
+inline void check_solve_fits(const char* op, const char* a, const Tensor& A, const Tensor& B, bool left) {
+  KILN_CHECK((left ? B.size(-2) : B.size(-1)) == A.size(-1), op, ": B ", B.shape(), " does not fit ", a, " ", A.shape(),
+             left ? " (A X = B needs B's rows to equal n)" : " (X A = B needs B's columns to equal n)");
 }
 
 }  // namespace kiln::linalg

@@ -32,12 +32,10 @@ LuFactorExResult lu_factor_ex(const Tensor& A, bool pivot) {
 
 LuFactorResult lu_factor(const Tensor& A, bool pivot) {
   LuFactorExResult r = lu_factor_ex(A, pivot);
-  const Tensor info = r.info.reshape({-1});
-  const int32_t* v = info.data<int32_t>();
-  for (int64_t i = 0; i < info.numel(); ++i)
-    KILN_CHECK(v[i] == 0, "linalg.lu_factor: ", batch_prefix(r.info.shape(), i), "U[", v[i], ",", v[i],
-               "] is zero and using it on lu_solve would result in a division by zero. If you still want to "
-               "perform the factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)");
+  const auto [i, v] = first_failure(r.info);
+  KILN_CHECK(i < 0, "linalg.lu_factor: ", batch_prefix(r.info.shape(), i), "U[", v, ",", v,
+             "] is zero and using it on lu_solve would result in a division by zero. If you still want to "
+             "perform the factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)");
   return {r.LU, r.pivots};
 }
 
@@ -52,6 +50,22 @@ LuResult lu(const Tensor& A, bool pivot) {
   return {P.reshape(concat(batch, {m, m})), L.reshape(concat(batch, {m, k})), U.reshape(concat(batch, {k, n}))};
 }
 
+namespace {
+
+// lu_solve past its checks (solve's LU and pivots come from getrf): LU and pivots
+// broadcast with B's batch, X solved in an owned copy of B.
+Tensor solve_with_lu(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool left, bool adjoint) {
+  const int64_t n = LU.size(-1);
+  const Shape batch = broadcast_shapes(batch_shape(LU, 2), batch_shape(B, 2));
+  Tensor lu = contiguous_batch(LU, batch);
+  Tensor piv = pivots.unsqueeze(-1).expand(concat(batch, {n, 1})).contiguous().reshape({lu.size(0), n});
+  Tensor x = owned_batch(B, batch);
+  if (x.numel() > 0) cpu::lu_solve_batched(lu, piv, x, left, adjoint);
+  return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
+}
+
+}  // namespace
+
 Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool left, bool adjoint) {
   constexpr const char* op = "linalg.lu_solve";
   check_matrix(op, LU, "LU", true);
@@ -63,18 +77,12 @@ Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool le
   KILN_CHECK(pivots.dtype() == DType::Int32, op, ": pivots must be int32, got ", dtype_name(pivots.dtype()));
   KILN_CHECK(pivots.dim() == LU.dim() - 1 && pivots.size(-1) == n && batch_shape(pivots, 1) == batch_shape(LU, 2), op,
              ": pivots must be ", concat(batch_shape(LU, 2), {n}), " for LU ", LU.shape(), ", got ", pivots.shape());
-  KILN_CHECK((left ? B.size(-2) : B.size(-1)) == n, op, ": B ", B.shape(), " does not fit LU ", LU.shape(),
-             left ? " (A X = B needs B's rows to equal n)" : " (X A = B needs B's columns to equal n)");
+  check_solve_fits(op, "LU", LU, B, left);
   if (pivots.numel() > 0) {  // LAPACK would index rows with them
     const int64_t lo = amin(pivots).item<int64_t>(), hi = amax(pivots).item<int64_t>();
     KILN_CHECK(lo >= 1 && hi <= n, op, ": pivots must lie in [1, ", n, "], got ", lo < 1 ? lo : hi);
   }
-  const Shape batch = broadcast_shapes(batch_shape(LU, 2), batch_shape(B, 2));
-  Tensor lu = owned_batch(LU, batch);
-  Tensor piv = pivots.unsqueeze(-1).expand(concat(batch, {n, 1})).contiguous().reshape({lu.size(0), n});
-  Tensor x = owned_batch(B, batch);
-  if (x.numel() > 0) cpu::lu_solve_batched(lu, piv, x, left, adjoint);
-  return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
+  return solve_with_lu(LU, pivots, B, left, adjoint);
 }
 
 Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular) {
@@ -85,7 +93,7 @@ Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left,
       B.dtype() == DType::Float32 && left && A.dim() >= 2 && B.dim() >= 2 && A.size(-1) == A.size(-2) &&
       A.size(-1) >= 1 && A.size(-1) <= 64 && B.size(-2) == A.size(-1)) {
     const Shape batch = broadcast_shapes(batch_shape(A, 2), batch_shape(B, 2));
-    Tensor a = owned_batch(A, batch), x = owned_batch(B, batch);
+    Tensor a = contiguous_batch(A, batch), x = owned_batch(B, batch);
     cuda_backend::DeviceGuard guard(A.device().index);
     cuda_backend::small_triangular_solve(a, x, upper, unitriangular);
     return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
@@ -94,11 +102,9 @@ Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left,
   check_matrix(op, A, "A", true);
   check_matrix(op, B, "B", false);
   check_pair(op, A, B);
-  const int64_t n = A.size(-1);
-  KILN_CHECK((left ? B.size(-2) : B.size(-1)) == n, op, ": B ", B.shape(), " does not fit A ", A.shape(),
-             left ? " (A X = B needs B's rows to equal n)" : " (X A = B needs B's columns to equal n)");
+  check_solve_fits(op, "A", A, B, left);
   const Shape batch = broadcast_shapes(batch_shape(A, 2), batch_shape(B, 2));
-  Tensor a = owned_batch(A, batch);
+  Tensor a = contiguous_batch(A, batch);  // trsm only reads it
   Tensor x = owned_batch(B, batch);
   if (x.numel() > 0) cpu::triangular_solve_batched(a, x, upper, left, unitriangular);
   return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
@@ -113,23 +119,22 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left) {
   const bool vector = B.dim() == 1 || (B.dim() == A.dim() - 1 && B.shape() == batch_shape(A, 1));
   const Tensor b = vector ? B.unsqueeze(left ? -1 : -2) : B;
   check_matrix(op, b, "B", false);
+  check_solve_fits(op, "A", A, b, left);
   LuFactorExResult f = lu_factor_ex(A);
-  const Tensor info = f.info.reshape({-1});
-  for (int64_t i = 0; i < info.numel(); ++i)
-    KILN_CHECK(info.data<int32_t>()[i] == 0, op, ": ", batch_prefix(f.info.shape(), i),
-               "The solver failed because the input matrix is singular.");
-  const Tensor x = lu_solve(f.LU, f.pivots, b, left);
+  const int64_t failed = first_failure(f.info).first;
+  KILN_CHECK(failed < 0, op, ": ", batch_prefix(f.info.shape(), failed),
+             "The solver failed because the input matrix is singular.");
+  const Tensor x = solve_with_lu(f.LU, f.pivots, b, left, /*adjoint=*/false);
   return vector ? x.squeeze(left ? -1 : -2) : x;
 }
 
 namespace {
 
-// inv's singular-matrix error from a batch of getrf infos.
-void check_invertible(const Tensor& info_flat, const Shape& batch) {
-  const int32_t* v = info_flat.data<int32_t>();
-  for (int64_t i = 0; i < info_flat.numel(); ++i)
-    KILN_CHECK(v[i] == 0, "linalg.inv: ", batch_prefix(batch, i), "The diagonal element ", v[i],
-               " is zero, the inversion could not be completed because the input matrix is singular.");
+// inv's singular-matrix error from a batch of getrf infos (host, any shape).
+void check_invertible(const Tensor& info, const Shape& batch) {
+  const auto [i, v] = first_failure(info);
+  KILN_CHECK(i < 0, "linalg.inv: ", batch_prefix(batch, i), "The diagonal element ", v,
+             " is zero, the inversion could not be completed because the input matrix is singular.");
 }
 
 #if KILN_WITH_CUDA

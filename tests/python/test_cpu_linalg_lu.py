@@ -134,6 +134,8 @@ class Solves(unittest.TestCase):
             Br = rand((4, 3, 7), dt)
             close(self, N(kiln.linalg.solve(K(A), K(Br), left=False)),
                   np.swapaxes(np.linalg.solve(np.swapaxes(A, -1, -2), np.swapaxes(Br, -1, -2)), -1, -2), tol)
+        with self.assertRaisesRegex(kiln.Error, r"linalg.solve: B \[4, 2\] does not fit A \[3, 3\]"):
+            kiln.linalg.solve(kiln.ones((3, 3)), kiln.ones((4, 2)))
         S = np.ones((2, 3, 3), np.float32)
         S[0] = np.eye(3)
         with self.assertRaisesRegex(kiln.Error, r"\(batch element 1\) The solver failed because the input matrix "
