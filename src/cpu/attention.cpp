@@ -19,32 +19,34 @@ namespace {
 
 constexpr int64_t kHeadsPerTask = 8;  // dot_rows takes at most 8 rows
 
-// acc[r] = dot(row, q + r * D) for r < rows; stage: D floats for fp16 rows.
+// Calls f32(row) or bf16(row bits) with a K/V row as the Highway kernels take it:
+// float32 and bfloat16 as they are, float16 widened into `stage` (D floats) first.
+template <class T, class F32, class BF16>
+void with_row(const T* row, int64_t D, float* stage, F32 f32, BF16 bf16) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32(row);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    bf16(reinterpret_cast<const uint16_t*>(row));
+  } else {
+    widen(row, stage, D);
+    f32(static_cast<const float*>(stage));
+  }
+}
+
+// acc[r] = dot(row, q + r * D) for r < rows.
 template <class T>
 void dot_heads(const T* row, const float* q, int rows, int64_t D, float* acc, float* stage) {
   const size_t d = static_cast<size_t>(D);
-  if constexpr (std::is_same_v<T, float>) {
-    simd::dot_rows_f32(row, q, d, rows, d, acc);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    simd::dot_rows_bf16(reinterpret_cast<const uint16_t*>(row), q, d, rows, d, acc);
-  } else {
-    widen(row, stage, D);
-    simd::dot_rows_f32(stage, q, d, rows, d, acc);
-  }
+  with_row(row, D, stage, [&](const float* w) { simd::dot_rows_f32(w, q, d, rows, d, acc); },
+           [&](const uint16_t* w) { simd::dot_rows_bf16(w, q, d, rows, d, acc); });
 }
 
 // acc[r * D + j] += p[r] * row[j] for r < rows.
 template <class T>
 void axpy_heads(const T* row, const float* p, int rows, int64_t D, float* acc, float* stage) {
   const size_t d = static_cast<size_t>(D);
-  if constexpr (std::is_same_v<T, float>) {
-    simd::axpy_rows_f32(row, p, rows, d, acc, d);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    simd::axpy_rows_bf16(reinterpret_cast<const uint16_t*>(row), p, rows, d, acc, d);
-  } else {
-    widen(row, stage, D);
-    simd::axpy_rows_f32(stage, p, rows, d, acc, d);
-  }
+  with_row(row, D, stage, [&](const float* w) { simd::axpy_rows_f32(w, p, rows, d, acc, d); },
+           [&](const uint16_t* w) { simd::axpy_rows_bf16(w, p, rows, d, acc, d); });
 }
 
 }  // namespace
