@@ -159,6 +159,14 @@ HWY_INLINE void dot_rows(LoadW load_w, WeightAt weight, const float* HWY_RESTRIC
   }
 }
 
+// load_w for dot_rows / axpy_rows over bfloat16 weights: promoted in registers (no widened copy).
+HWY_INLINE auto bf16_loader(const hwy::bfloat16_t* HWY_RESTRICT w) {
+  return [w](auto d, size_t i) {
+    const hn::Rebind<hwy::bfloat16_t, decltype(d)> dbf;
+    return hn::PromoteTo(d, hn::LoadU(dbf, w + i));
+  };
+}
+
 void DotRowsF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,
                 float* HWY_RESTRICT acc) {
   dot_rows([w](auto d, size_t i) { return hn::LoadU(d, w + i); }, [w](size_t j) { return w[j]; }, x, x_stride, rows,
@@ -169,11 +177,7 @@ void DotRowsF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t
 void DotRowsBF16(const uint16_t* HWY_RESTRICT w_bits, const float* HWY_RESTRICT x, size_t x_stride, int rows,
                  size_t k, float* HWY_RESTRICT acc) {
   const auto* w = reinterpret_cast<const hwy::bfloat16_t*>(w_bits);
-  auto load = [w](auto d, size_t i) {
-    const hn::Rebind<hwy::bfloat16_t, decltype(d)> dbf;
-    return hn::PromoteTo(d, hn::LoadU(dbf, w + i));
-  };
-  dot_rows(load, [w](size_t j) { return hwy::F32FromBF16(w[j]); }, x, x_stride, rows, k, acc);
+  dot_rows(bf16_loader(w), [w](size_t j) { return hwy::F32FromBF16(w[j]); }, x, x_stride, rows, k, acc);
 }
 
 // acc[r * acc_stride + j] += p[r] * w[j] for r < rows, j < k: the transpose of
@@ -204,11 +208,7 @@ void AxpyRowsF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT p, int r
 void AxpyRowsBF16(const uint16_t* HWY_RESTRICT w_bits, const float* HWY_RESTRICT p, int rows, size_t k,
                   float* HWY_RESTRICT acc, size_t acc_stride) {
   const auto* w = reinterpret_cast<const hwy::bfloat16_t*>(w_bits);
-  auto load = [w](auto d, size_t i) {
-    const hn::Rebind<hwy::bfloat16_t, decltype(d)> dbf;
-    return hn::PromoteTo(d, hn::LoadU(dbf, w + i));
-  };
-  axpy_rows(load, [w](size_t j) { return hwy::F32FromBF16(w[j]); }, p, rows, k, acc, acc_stride);
+  axpy_rows(bf16_loader(w), [w](size_t j) { return hwy::F32FromBF16(w[j]); }, p, rows, k, acc, acc_stride);
 }
 
 // float8_e4m3fn codes (L of them from p) decoded in registers with integer ops:
@@ -229,6 +229,13 @@ HWY_INLINE hn::Vec<D> load_e4m3(D d, const uint8_t* HWY_RESTRICT p) {
   return hn::Or(v, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(di, 0x80)))));  // sign, NaN's too
 }
 
+// dot_rows over e4m3 codes decoded one by one to their exact float32 (NaN included).
+HWY_INLINE void dot_rows_e4m3_exact(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride,
+                                    int rows, size_t k, float* HWY_RESTRICT acc) {
+  dot_rows([w](auto d, size_t j) { return load_e4m3(d, w + j); },
+           [w](size_t j) { return kiln::bits::e4m3fn_to_f32(w[j]); }, x, x_stride, rows, k, acc);
+}
+
 // The decode path: an e4m3 code's bits placed under float16's (s eeee mmm ->
 // s 0eeee mmm0000000) are its value times 2^-8, subnormals included, so three
 // integer ops on 32 codes and the hardware half -> float conversion decode it;
@@ -238,8 +245,7 @@ HWY_INLINE hn::Vec<D> load_e4m3(D d, const uint8_t* HWY_RESTRICT p) {
 void DotRowsE4M3(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,
                  float* HWY_RESTRICT acc) {
 #if HWY_TARGET == HWY_SCALAR  // one lane: no halves to split
-  dot_rows([w](auto d, size_t j) { return load_e4m3(d, w + j); },
-           [w](size_t j) { return kiln::bits::e4m3fn_to_f32(w[j]); }, x, x_stride, rows, k, acc);
+  dot_rows_e4m3_exact(w, x, x_stride, rows, k, acc);
 #else
   const hn::ScalableTag<float> df;
   const hn::Repartition<int16_t, decltype(df)> d16;  // 2 L lanes
@@ -284,8 +290,7 @@ void DotRowsE4M3(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, siz
     }
   }
   if (hn::GetLane(hn::MaxOfLanes(d16, top)) >= 0x3f80) {  // a NaN code
-    dot_rows([w](auto d, size_t j) { return load_e4m3(d, w + j); },
-             [w](size_t j) { return kiln::bits::e4m3fn_to_f32(w[j]); }, x, x_stride, rows, k, acc);
+    dot_rows_e4m3_exact(w, x, x_stride, rows, k, acc);
     return;
   }
   for (int r = 0; r < rows; ++r) {
