@@ -30,14 +30,6 @@ Tensor mm_h(const Tensor& a, bool ha, const Tensor& b, bool hb, float alpha = 1.
   return out.reshape(concat(batch, {m, n}));
 }
 
-// The conjugate transpose of [*, r, c], owned.
-Tensor adjoint_of(const Tensor& t) {
-  const Tensor eye = zeros(concat(batch_shape(t, 2), {t.size(-1), t.size(-1)}), t.dtype(), t.device());
-  Tensor I = flat(eye);
-  if (I.numel() > 0) cpu::set_identity_batched(I);
-  return mm_h(t, true, I.reshape(eye.shape()), false);  // t^H @ I, through the same gemm
-}
-
 // fn(element&, batch, row, col) over an owned contiguous [b, r, c] of T
 template <class T, class F>
 void each_element_of(const Tensor& t, F fn) {
@@ -53,6 +45,13 @@ template <class F>
 void each_element(const Tensor& t, F fn) {
   if (t.dtype() == DType::Float32) each_element_of<float>(t, fn);
   else each_element_of<C>(t, fn);
+}
+
+// The conjugate transpose of [*, r, c], owned.
+Tensor adjoint_of(const Tensor& t) {
+  Tensor out = flat(t.transpose(-2, -1));
+  if (t.dtype() == DType::Complex64) each_element_of<C>(out, [](C& e, int64_t, int64_t, int64_t) { e = std::conj(e); });
+  return out.reshape(concat(batch_shape(t, 2), {t.size(-1), t.size(-2)}));
 }
 
 void check_same_batch(const char* op, const Tensor& a, const Tensor& b) {
