@@ -268,6 +268,15 @@ class TorchParity(TorchParityBase):
         self.assertSame(k(x).amax(1), x.amax(1))
         self.assertSame(k(x).max(1).indices, x.max(1).indices)
         self.assertSame(k(x).argmin(1), x.argmin(1))
+        # bf16 / fp16 max and min run on packed pairs: NaN anywhere in a pair, infinities, odd tails
+        for dt in (torch.bfloat16, torch.float16):
+            for cols in (4096, 4104, 13):
+                y = torch.randn(6, cols, device=DEV, dtype=dt)
+                y[1, 10], y[3, cols - 1], y[5, 7] = float("nan"), float("nan"), float("inf")
+                y[4] = float("-inf")
+                for f in ("amax", "amin"):
+                    self.assertSame(getattr(k(y), f)(1), getattr(y, f)(1), msg=f"{f} {dt} {cols}")
+                    self.assertSame(getattr(k(y[4:]), f)(), getattr(y[4:], f)(), msg=f"{f} all {dt} {cols}")
 
     # ---- matmul ----
     def test_matmul_against_torch(self):
