@@ -15,9 +15,6 @@
 // per blockIdx.x, which that block resets) folds them, so one kernel does the
 // whole reduction; while a graph is being captured a second small kernel folds
 // them instead. Anything else is made contiguous first.
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-
 #include <cmath>
 #include <limits>
 #include <map>
@@ -105,24 +102,6 @@ __device__ __forceinline__ Acc<A, IDX> warp_reduce(Acc<A, IDX> a) {
   return a;
 }
 
-// Max and min of bf16 / fp16 without an index, on packed pairs.
-template <class T, ReduceOp OP, bool IDX, int V>
-struct PairExtreme : std::false_type {};
-template <class T, ReduceOp OP, int V>
-  requires((std::is_same_v<T, BFloat16> || std::is_same_v<T, Half>) && (OP == ReduceOp::Max || OP == ReduceOp::Min) &&
-           V % 2 == 0)
-struct PairExtreme<T, OP, false, V> : std::true_type {
-  using type = std::conditional_t<std::is_same_v<T, BFloat16>, __nv_bfloat162, __half2>;
-  static __device__ __forceinline__ type identity() {
-    const float v = OP == ReduceOp::Max ? -INFINITY : INFINITY;
-    if constexpr (std::is_same_v<T, BFloat16>) return __float2bfloat162_rn(v);
-    else return __float2half2_rn(v);
-  }
-  static __device__ __forceinline__ type op(type a, type b) {
-    return OP == ReduceOp::Max ? __hmax2_nan(a, b) : __hmin2_nan(a, b);
-  }
-};
-
 struct Work {
   int64_t M, R, splits, chunk;
   float scale;  // 1/R for mean
@@ -203,41 +182,22 @@ __global__ void __launch_bounds__(256) reduce_rows(Work w, StridedLayout<1> rows
     // the copy bandwidth so, against 93-95% with a contiguous chunk per split
     constexpr int64_t kStep = static_cast<int64_t>(TPR) * V;
     const int64_t stride = w.splits * kStep;
-    // visit(pack, index of its first element) over this thread's vectors: kUnroll
-    // in flight, then the remainder one at a time
-    const auto scan = [&](auto&& visit) {
-      int64_t r = split * kStep + lane * V;
-      for (; r + (kUnroll - 1) * stride < w.R; r += kUnroll * stride) {
-        Pack<T, V> p[kUnroll];
+    int64_t r = split * kStep + lane * V;
+    // kUnroll vectors in flight per thread, then the remainder one at a time
+    for (; r + (kUnroll - 1) * stride < w.R; r += kUnroll * stride) {
+      Pack<T, V> p[kUnroll];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) p[u] = *reinterpret_cast<const Pack<T, V>*>(row + r + u * stride);
+      for (int u = 0; u < kUnroll; ++u) p[u] = *reinterpret_cast<const Pack<T, V>*>(row + r + u * stride);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) visit(p[u], r + u * stride);
-      }
-      for (; r < w.R; r += stride) visit(*reinterpret_cast<const Pack<T, V>*>(row + r), r);
-    };
-    if constexpr (PairExtreme<T, OP, IDX, V>::value) {
-      // bf16 / fp16 max and min two at a time in their own type (exact, NaN kept):
-      // half the instructions of widening every element to float
-      using P2 = typename PairExtreme<T, OP, IDX, V>::type;
-      P2 m2[V / 2];
+      for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int k = 0; k < V / 2; ++k) m2[k] = PairExtreme<T, OP, IDX, V>::identity();
-      scan([&](const Pack<T, V>& p, int64_t) {
-        const P2* q = reinterpret_cast<const P2*>(p.v);
+        for (int k = 0; k < V; ++k)
+          acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(p[u].v[k]), r + u * stride + k));
+    }
+    for (; r < w.R; r += stride) {
+      const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(row + r);
 #pragma unroll
-        for (int k = 0; k < V / 2; ++k) m2[k] = PairExtreme<T, OP, IDX, V>::op(m2[k], q[k]);
-      });
-#pragma unroll
-      for (int k = 0; k < V / 2; ++k) {
-        acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(__low2float(m2[k])), 0));
-        acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(__high2float(m2[k])), 0));
-      }
-    } else {
-      scan([&](const Pack<T, V>& p, int64_t r) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(p.v[k]), r + k));
-      });
+      for (int k = 0; k < V; ++k) acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(p.v[k]), r + k));
     }
   }
   acc = join_row<OP, TPR>(acc);
