@@ -397,9 +397,16 @@ def linalg_cases():
         L = torch.randn(4096, n, n, device="cuda").tril() / n ** 0.5 + 2 * torch.eye(n, device="cuda")
         R = torch.randn(4096, n, 8, device="cuda")
         kL, kR = k(L), k(R)
-        c.append(Case("linalg", f"solve_triangular 4096 x {n}x{n}, 8 rhs", 4.0 * (L.numel() + 2 * R.numel()),
+        tri = 4096 * n * (n + 1) // 2  # the triangle is all a solver must read of L
+        c.append(Case("linalg", f"solve_triangular 4096 x {n}x{n}, 8 rhs", 4.0 * (tri + 2 * R.numel()),
                       lambda kL=kL, kR=kR: kiln.linalg.solve_triangular(kL, kR, upper=False),
                       lambda L=L, R=R: torch.linalg.solve_triangular(L, R, upper=False)))
+    # batched LU of small matrices (lu_factor_ex: no host sync on either side)
+    for dt, size in ((torch.complex64, 8), (torch.float32, 4)):
+        M = torch.randn(1024, 64, 64, device="cuda", dtype=dt)
+        kM = k(M)
+        c.append(Case("linalg", f"lu_factor 1024 x 64x64 {str(dt)[6:]}", 2.0 * M.numel() * size,
+                      lambda kM=kM: kiln.linalg.lu_factor_ex(kM), lambda M=M: torch.linalg.lu_factor_ex(M)))
     return c
 
 

@@ -12,9 +12,16 @@ namespace kiln::cuda_backend {
 // pivot; any_singular (one int32) becomes 1 when some info is nonzero.
 void small_inverse(const Tensor& out, const Tensor& a, const Tensor& info, const Tensor& any_singular);
 
-// x [b, n, k] (holding B) replaced by the solution of A X = B for the triangle of
-// a [b, n, n] (float32 contiguous, 1 <= n <= 64): a warp per system, A staged
-// column-major in shared memory, X's rows in registers (eight columns at a time).
-void small_triangular_solve(const Tensor& a, const Tensor& x, bool upper, bool unit);
+// x [b, n, k] = the solution of A X = B (b [b, n, k], contiguous) for the triangle of
+// a [b, n, n] (float32 contiguous, 1 <= n <= 64): a warp per system, A's triangle
+// packed in shared memory, B's rows in registers (eight columns at a time), rows
+// solved four at a time with inverted 4 x 4 diagonal blocks.
+void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, bool upper, bool unit);
+
+// LU with partial pivoting of a [b, m, n] (float32 or complex64 contiguous,
+// 1 <= m, n <= 64) into lu (same shape, may not alias a): a block per matrix in
+// shared memory. pivots [b, min(m, n)] int32 are 1-based as LAPACK's; info [b]
+// int32 is 0 or the 1-based index of the first zero pivot (getrf's info).
+void small_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, const Tensor& info);
 
 }  // namespace kiln::cuda_backend

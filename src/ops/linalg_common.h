@@ -12,13 +12,19 @@
 
 namespace kiln::linalg {
 
-inline void check_matrix(const char* op, const Tensor& A, const char* name, bool square) {
+// dtype and shape, on any device.
+inline void check_matrix_args(const char* op, const Tensor& A, const char* name, bool square) {
   check_defined(op, A);
   KILN_CHECK(A.dtype() == DType::Float32 || A.dtype() == DType::Complex64, op, ": ", name, " dtype ",
              dtype_name(A.dtype()), " is not supported (float32, complex64 are)");
   KILN_CHECK(A.dim() >= 2, op, ": ", name, " must have at least 2 dimensions, got ", A.shape());
   KILN_CHECK(!square || A.size(-1) == A.size(-2), op, ": ", name, " must be batches of square matrices, but they are ",
              A.size(-2), " by ", A.size(-1), " matrices");
+}
+
+// The same, for the ops that run on the CPU only so far.
+inline void check_matrix(const char* op, const Tensor& A, const char* name, bool square) {
+  check_matrix_args(op, A, name, square);
   if (A.is_cuda())
     KILN_NOT_IMPLEMENTED(op, " on CUDA is not implemented yet (the GPU linear algebra of issue 5); move ", name,
                          " to the CPU");
@@ -55,10 +61,10 @@ inline std::string batch_prefix(const Shape& batch, int64_t i) {
   return batch.empty() ? "" : detail::format("(batch element ", i, ") ");
 }
 
-// The first matrix whose LAPACK info (a host int32 tensor, any shape) is nonzero:
-// its flat index and the info; -1 and 0 when there is none.
+// The first matrix whose LAPACK info (an int32 tensor, any shape, on any device)
+// is nonzero: its flat index and the info; -1 and 0 when there is none.
 inline std::pair<int64_t, int32_t> first_failure(const Tensor& info) {
-  const Tensor flat = info.reshape({-1});
+  const Tensor flat = info.reshape({-1}).to(kCPU);
   const int32_t* v = flat.data<int32_t>();
   for (int64_t i = 0; i < flat.numel(); ++i)
     if (v[i] != 0) return {i, v[i]};

@@ -19,10 +19,26 @@ namespace kiln::linalg {
 
 LuFactorExResult lu_factor_ex(const Tensor& A, bool pivot) {
   constexpr const char* op = "linalg.lu_factor_ex";
-  check_matrix(op, A, "A", false);
-  if (!pivot) KILN_NOT_IMPLEMENTED(op, ": pivot=False is not supported on the CPU (as in torch)");
+  check_matrix_args(op, A, "A", false);
+  if (!pivot) KILN_NOT_IMPLEMENTED(op, ": pivot=False is not supported (torch has it on CUDA only)");
   const Shape batch = batch_shape(A, 2);
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  if (A.is_cuda()) {
+#if KILN_WITH_CUDA
+    // CUDA: matrices up to 64 x 64, a block per matrix (cuSOLVER for larger ones is not there yet)
+    if (m > 64 || n > 64)
+      KILN_NOT_IMPLEMENTED(op, " on CUDA is not implemented yet for matrices larger than 64 x 64 (got ", m, " x ", n,
+                           "); move A to the CPU");
+    Tensor a = contiguous_batch(A, batch);
+    Tensor lu = Tensor::empty(a.shape(), A.dtype(), A.device());
+    Tensor pivots = Tensor::empty({a.size(0), k}, DType::Int32, A.device());
+    Tensor info = zeros({a.size(0)}, DType::Int32, A.device());
+    cuda_backend::DeviceGuard guard(A.device().index);
+    if (lu.numel() > 0) cuda_backend::small_lu_factor(a, lu, pivots, info);
+    return {lu.reshape(A.shape()), pivots.reshape(concat(batch, {k})), info.reshape(batch)};
+#endif
+  }
+  check_matrix(op, A, "A", false);
   Tensor lu = owned_batch(A, batch);
   Tensor pivots = Tensor::empty({lu.size(0), k}, DType::Int32, A.device());
   Tensor info = zeros({lu.size(0)}, DType::Int32, A.device());
@@ -93,9 +109,10 @@ Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left,
       B.dtype() == DType::Float32 && left && A.dim() >= 2 && B.dim() >= 2 && A.size(-1) == A.size(-2) &&
       A.size(-1) >= 1 && A.size(-1) <= 64 && B.size(-2) == A.size(-1)) {
     const Shape batch = broadcast_shapes(batch_shape(A, 2), batch_shape(B, 2));
-    Tensor a = contiguous_batch(A, batch), x = owned_batch(B, batch);
+    Tensor a = contiguous_batch(A, batch), b = contiguous_batch(B, batch);
+    Tensor x = Tensor::empty(b.shape(), DType::Float32, A.device());
     cuda_backend::DeviceGuard guard(A.device().index);
-    cuda_backend::small_triangular_solve(a, x, upper, unitriangular);
+    cuda_backend::small_triangular_solve(a, b, x, upper, unitriangular);
     return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
   }
 #endif

@@ -1,5 +1,6 @@
-"""kiln.linalg's LU family against torch.linalg on the GPU machine: kiln runs on
-the CPU (its CUDA path is not there yet, and says so), torch on the same inputs."""
+"""kiln.linalg's LU family against torch.linalg on the GPU machine: kiln's CUDA
+kernels (small LU, inverse, triangular solve) against torch and LAPACK, and its
+CPU path against torch on the same inputs."""
 import unittest
 
 import kiln
@@ -55,13 +56,48 @@ class LinalgAgainstTorch(unittest.TestCase):
                 fn(A)
 
     def test_cuda_input_says_it_is_not_there_yet(self):
-        with self.assertRaisesRegex(kiln.NotImplementedError, "linalg.lu_factor_ex on CUDA is not implemented yet"):
-            kiln.linalg.lu_factor(k(torch.eye(3, device=DEV)))
+        with self.assertRaisesRegex(kiln.NotImplementedError,
+                                    "linalg.lu_factor_ex on CUDA is not implemented yet for matrices larger than 64"):
+            kiln.linalg.lu_factor(k(torch.eye(65, device=DEV)))
         with self.assertRaisesRegex(kiln.NotImplementedError, "linalg.inv on CUDA is not implemented yet"):
             kiln.linalg.inv(k(torch.eye(5, device=DEV)))
+        with self.assertRaisesRegex(kiln.NotImplementedError, "linalg.lu on CUDA is not implemented yet"):
+            kiln.linalg.lu(k(torch.eye(3, device=DEV)))
+
+    def test_small_lu_factor_on_cuda_matches_lapack(self):
+        for dt in (torch.float32, torch.complex64):
+            for shape in [(1, 1), (5, 5), (64, 64), (3, 7, 40, 40), (10, 30, 17), (6, 17, 30), (0, 8, 8), (4, 0, 3)]:
+                A = torch.randn(shape, dtype=dt, device=DEV)
+                LU, piv, info = kiln.linalg.lu_factor_ex(k(A))
+                tLU, tpiv, tinfo = torch.linalg.lu_factor_ex(A.cpu())  # LAPACK: pivots by |re| + |im|
+                msg = f"{dt} {shape}"
+                self.assertTrue(torch.equal(T(piv).cpu(), tpiv), msg)
+                self.assertTrue(torch.equal(T(info).cpu(), tinfo), msg)
+                torch.testing.assert_close(T(LU).cpu(), tLU, rtol=1e-4, atol=1e-4, msg=msg)
+                # and independently of LAPACK: P L U rebuilds A
+                P, L, U = torch.lu_unpack(T(LU), T(piv))
+                torch.testing.assert_close(P @ L @ U, A, rtol=1e-4, atol=1e-4, msg=msg)
+        # zero pivots: getrf's info is the first, and the factorization goes on past it
+        S = torch.randn(5, 12, 12, device=DEV, dtype=torch.complex64)
+        S[1, :, 3] = 0
+        S[3, :, 0] = 0
+        S[3, :, 7] = 0
+        S[4] = 0
+        LU, piv, info = kiln.linalg.lu_factor_ex(k(S))
+        tLU, tpiv, tinfo = torch.linalg.lu_factor_ex(S.cpu())
+        self.assertEqual(T(info).cpu().tolist(), tinfo.tolist())
+        self.assertEqual(T(info).cpu().tolist(), [0, 4, 0, 1, 1])
+        self.assertTrue(torch.equal(T(piv).cpu(), tpiv))
+        torch.testing.assert_close(T(LU).cpu(), tLU, rtol=1e-4, atol=1e-4)
+        with self.assertRaisesRegex(kiln.Error, r"\(batch element 1\) U\[4,4\] is zero"):
+            kiln.linalg.lu_factor(k(S))
+        # a permutation: every pivot is a row swap, with ones found below zeros
+        Pm = torch.eye(9, device=DEV)[torch.randperm(9, device=DEV)]
+        LU, piv, _ = kiln.linalg.lu_factor_ex(k(Pm))
+        self.assertTrue(torch.equal(T(piv).cpu(), torch.linalg.lu_factor_ex(Pm.cpu()).pivots))
 
     def test_small_triangular_solves_on_cuda_match_torch(self):
-        for n, kk in [(64, 8), (32, 8), (16, 8), (5, 1), (40, 13), (1, 3)]:
+        for n, kk in [(64, 8), (32, 8), (16, 8), (5, 1), (40, 13), (1, 3), (64, 16), (32, 4), (63, 9)]:
             for upper in (True, False):
                 for unit in (False, True):
                     A = torch.randn(3, 50, n, n, device=DEV) / n ** 0.5 + 2 * torch.eye(n, device=DEV)
@@ -94,6 +130,11 @@ class LinalgAgainstTorch(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "The diagonal element 2 is zero"):
             torch.linalg.inv(S)
         self.assertEqual(tuple(T(kiln.linalg.inv(k(torch.zeros(0, 3, 3, device=DEV)))).shape), (0, 3, 3))
+        # a view 4 bytes into its storage: the kernel's unaligned load path
+        base = torch.empty(1 + 700 * 9, device=DEV)
+        A = base[1:].view(700, 3, 3)
+        A.copy_(torch.randn(700, 3, 3, device=DEV) + 3 * torch.eye(3, device=DEV))
+        torch.testing.assert_close(T(kiln.linalg.inv(k(A))).double(), torch.linalg.inv(A.double()), rtol=1e-4, atol=1e-4)
 
 
 if __name__ == "__main__":
