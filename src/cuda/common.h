@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -47,6 +48,9 @@ H per_device_handle(Create create) {
   create(&h);
   return handles[d] = h;
 }
+
+// True when p can be read as 16-byte vectors (host or device).
+__host__ __device__ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
 
 // Blocks for `items` work items at `threads` per block, capped for grid-stride loops.
 inline unsigned grid_for(int64_t items, int threads, int per_sm = 16) {

@@ -26,26 +26,27 @@ __global__ void __launch_bounds__(kThreads) small_inverse_kernel(const float* __
   __shared__ float stage[kThreads * kPitch];
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads;
   const int count = batch - first < kThreads ? static_cast<int>(batch - first) : kThreads;
+  const auto staged = [](int e) { return (e / kElems) * kPitch + e % kElems; };  // element e of the block
+  // a full block's 256 matrices are kBlockVecs float4s, kVecs a thread
+  constexpr int kBlockVecs = kElems * kThreads / 4, kVecs = (kElems + 3) / 4;
   const float* src = a + first * kElems;
-  if (count == kThreads && (reinterpret_cast<uintptr_t>(src) & 15) == 0) {
-    // a full block: its 256 matrices are 64 * N * N float4s, all loaded before any is stored
-    constexpr int kVecs = kElems * kThreads / 4 / kThreads + (kElems * kThreads / 4 % kThreads != 0);
-    float4 v[kVecs];
+  if (count == kThreads && aligned16(src)) {
+    float4 v[kVecs];  // all loaded before any is stored
 #pragma unroll
     for (int u = 0; u < kVecs; ++u) {
       const int q = threadIdx.x + u * kThreads;
-      if (q < kElems * kThreads / 4) v[u] = reinterpret_cast<const float4*>(src)[q];
+      if (q < kBlockVecs) v[u] = reinterpret_cast<const float4*>(src)[q];
     }
 #pragma unroll
     for (int u = 0; u < kVecs; ++u) {
       const int q = threadIdx.x + u * kThreads;
-      if (q >= kElems * kThreads / 4) continue;
+      if (q >= kBlockVecs) continue;
       const float f[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
 #pragma unroll
-      for (int i = 0; i < 4; ++i) stage[((4 * q + i) / kElems) * kPitch + (4 * q + i) % kElems] = f[i];
+      for (int i = 0; i < 4; ++i) stage[staged(4 * q + i)] = f[i];
     }
   } else {
-    for (int e = threadIdx.x; e < count * kElems; e += kThreads) stage[(e / kElems) * kPitch + e % kElems] = src[e];
+    for (int e = threadIdx.x; e < count * kElems; e += kThreads) stage[staged(e)] = src[e];
   }
   __syncthreads();
   const int t = threadIdx.x;
@@ -95,15 +96,12 @@ __global__ void __launch_bounds__(kThreads) small_inverse_kernel(const float* __
   }
   __syncthreads();
   float* dst = out + first * kElems;
-  if (count == kThreads && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-    for (int q = threadIdx.x; q < kElems * kThreads / 4; q += kThreads) {
-      float f[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) f[i] = stage[((4 * q + i) / kElems) * kPitch + (4 * q + i) % kElems];
-      reinterpret_cast<float4*>(dst)[q] = make_float4(f[0], f[1], f[2], f[3]);
-    }
+  if (count == kThreads && aligned16(dst)) {
+    for (int q = threadIdx.x; q < kBlockVecs; q += kThreads)
+      reinterpret_cast<float4*>(dst)[q] = make_float4(stage[staged(4 * q)], stage[staged(4 * q + 1)],
+                                                      stage[staged(4 * q + 2)], stage[staged(4 * q + 3)]);
   } else {
-    for (int e = threadIdx.x; e < count * kElems; e += kThreads) dst[e] = stage[(e / kElems) * kPitch + e % kElems];
+    for (int e = threadIdx.x; e < count * kElems; e += kThreads) dst[e] = stage[staged(e)];
   }
 }
 
@@ -116,6 +114,16 @@ __global__ void __launch_bounds__(kThreads) small_inverse_kernel(const float* __
 template <bool UPPER>
 __device__ __forceinline__ int row_start(int r, int n) {
   return UPPER ? r * n - r * (r - 1) / 2 - r : r * (r + 1) / 2;
+}
+
+// Eight floats from / to 16-byte aligned memory, as two 16-byte accesses.
+__device__ __forceinline__ void load8(const float* p, float (&v)[8]) {
+  const float4 lo = reinterpret_cast<const float4*>(p)[0], hi = reinterpret_cast<const float4*>(p)[1];
+  v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+}
+__device__ __forceinline__ void store8(float* p, const float (&v)[8]) {
+  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
+  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
 // The inverse of 4 x 4 diagonal block p of the triangle (rows past n: identity),
@@ -184,9 +192,7 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
       const int row = lane + 32 * rr;
       const float* src = bs + row * k + c0;
       if (row < n && vec_b && kc == 8) {
-        const float4 lo = reinterpret_cast<const float4*>(src)[0], hi = reinterpret_cast<const float4*>(src)[1];
-        b[rr][0] = lo.x, b[rr][1] = lo.y, b[rr][2] = lo.z, b[rr][3] = lo.w;
-        b[rr][4] = hi.x, b[rr][5] = hi.y, b[rr][6] = hi.z, b[rr][7] = hi.w;
+        load8(src, b[rr]);
       } else {
 #pragma unroll
         for (int r = 0; r < 8; ++r) b[rr][r] = row < n && r < kc ? src[r] : 0.0f;  // rows past n stay zero
@@ -238,11 +244,7 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
   const auto panel = [&](int p, auto slot_tag) {
     constexpr int slot = decltype(slot_tag)::value;
     const int j0 = 4 * p, own = lane - (j0 & 31);
-    if (own >= 0 && own < 4) {  // rows past n publish their zeros
-      float4* dst = reinterpret_cast<float4*>(X + (j0 + own) * 8);
-      dst[0] = make_float4(b[slot][0], b[slot][1], b[slot][2], b[slot][3]);
-      dst[1] = make_float4(b[slot][4], b[slot][5], b[slot][6], b[slot][7]);
-    }
+    if (own >= 0 && own < 4) store8(X + (j0 + own) * 8, b[slot]);  // rows past n publish their zeros
     __syncwarp();
     const float4 m = block_inv[4 * p + q];
     const float xq = fmaf(m.x, X[j0 * 8 + r], fmaf(m.y, X[(j0 + 1) * 8 + r], fmaf(m.z, X[(j0 + 2) * 8 + r],
@@ -252,12 +254,7 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
     __syncwarp();
     float xv[4][8];
 #pragma unroll
-    for (int t = 0; t < 4; ++t) {
-      const float4 lo = reinterpret_cast<const float4*>(X + (j0 + t) * 8)[0];
-      const float4 hi = reinterpret_cast<const float4*>(X + (j0 + t) * 8)[1];
-      xv[t][0] = lo.x, xv[t][1] = lo.y, xv[t][2] = lo.z, xv[t][3] = lo.w;
-      xv[t][4] = hi.x, xv[t][5] = hi.y, xv[t][6] = hi.z, xv[t][7] = hi.w;
-    }
+    for (int t = 0; t < 4; ++t) load8(X + (j0 + t) * 8, xv[t]);
 #pragma unroll
     for (int rr = 0; rr < kRows; ++rr) {
       const int row = lane + 32 * rr;
@@ -295,8 +292,9 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
       const float* src = X + row * 8;
       float* dst = xs + row * k + c0;
       if (vec_b && kc == 8) {
-        reinterpret_cast<float4*>(dst)[0] = reinterpret_cast<const float4*>(src)[0];
-        reinterpret_cast<float4*>(dst)[1] = reinterpret_cast<const float4*>(src)[1];
+        float v[8];
+        load8(src, v);
+        store8(dst, v);
       } else {
 #pragma unroll
         for (int e = 0; e < 8; ++e)
@@ -466,9 +464,8 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
                  : (unit ? small_trsm_kernel<false, true, T> : small_trsm_kernel<false, false, T>);
   };
   const Kernel kernel = n > 32 ? pick(std::true_type{}) : pick(std::false_type{});
-  const auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  const bool vec_a = n % 4 == 0 && ((n / 4) & (n / 4 - 1)) == 0 && aligned(a.data_ptr());
-  const bool vec_b = k % 4 == 0 && aligned(b.data_ptr()) && aligned(x.data_ptr());
+  const bool vec_a = n % 4 == 0 && ((n / 4) & (n / 4 - 1)) == 0 && aligned16(a.data_ptr());
+  const bool vec_b = k % 4 == 0 && aligned16(b.data_ptr()) && aligned16(x.data_ptr());
   kernel<<<static_cast<unsigned>(batch), 32, smem, current_stream()>>>(a.data<float>(), b.data<float>(), x.data<float>(),
                                                                         n, k, vec_a, vec_b);
   KILN_CUDA_CHECK_LAUNCH();

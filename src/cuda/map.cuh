@@ -47,8 +47,6 @@ bool pack_aligned(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % (sizeof(T) * V) == 0;
 }
 
-inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
-
 // Source operand k of a flat kernel: contiguous, or one value everywhere.
 template <class I>
 struct FlatIn {
