@@ -315,7 +315,8 @@ def moe_routing_cases():
 # ---- cases: attention decode (issue 3) ----
 def attention_cases():
     c, F = [], torch.nn.functional
-    for hq, hkv, d, s in [(32, 8, 80, 4096), (32, 8, 80, 32768), (32, 8, 128, 4096), (32, 4, 128, 32768)]:
+    for hq, hkv, d, s in [(32, 8, 80, 4096), (32, 8, 80, 32768), (32, 8, 128, 4096), (32, 4, 128, 32768),
+                          (32, 4, 128, 128)]:
         q = torch.randn(1, hq, 1, d, device="cuda", dtype=torch.bfloat16)
         kk, v = (torch.randn(1, hkv, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
         kq, kkk, kv = k(q), k(kk), k(v)
