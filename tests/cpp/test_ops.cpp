@@ -301,7 +301,9 @@ TEST(Ops, LinearFp8DecodesEveryCode) {
   std::vector<uint8_t> bits(codes);
   bits.insert(bits.end(), codes.rbegin(), codes.rend());
   bits[256 + 5] = 0x7f;  // NaN in the second row
-  Tensor w = Tensor::from_vector(bits, {2, 256}, kiln::uint8).view(kiln::float8_e4m3fn);
+  bits.insert(bits.end(), codes.begin(), codes.end());
+  bits[512 + 200] = 0xff;  // and a negative NaN in the third
+  Tensor w = Tensor::from_vector(bits, {3, 256}, kiln::uint8).view(kiln::float8_e4m3fn);
   Generator g(3);
   Tensor x = randn({1, 256}, kiln::float32, kCPU, &g);
   Tensor s = full({}, 0.5, kiln::float32);
@@ -311,6 +313,7 @@ TEST(Ops, LinearFp8DecodesEveryCode) {
   for (int k = 0; k < 256; ++k) want += xv[k] * bits::e4m3fn_to_f32(codes[k]);
   EXPECT_NEAR(got[0], 0.5 * want, 1e-4 * (1 + std::abs(want)));
   EXPECT_TRUE(std::isnan(got[1]));
+  EXPECT_TRUE(std::isnan(got[2]));
 }
 
 // ---- softmax / log_softmax against a double-precision reference ----
