@@ -247,11 +247,7 @@ void launch_decode_mma(const AttentionDecodeArgs& a) {
   // one full wave of blocks, no chunk shorter than one step of the block's warps
   const auto kernel = decode_partial_mma_kernel<T, NB>;
   constexpr size_t smem = mma_decode_smem<NB>();
-  static const bool opted_in = [&] {  // past the default 48 KB of dynamic shared memory
-    KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    return true;
-  }();
-  (void)opted_in;
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
   const int64_t wave = resident_blocks(reinterpret_cast<const void*>(kernel), kMmaWarps * 32, smem);
   const int64_t want = std::max<int64_t>(1, wave / (B * Hkv));
   // at least kMinSteps steps a warp: the ring then has loads in flight, and fewer splits cost the merge less

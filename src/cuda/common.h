@@ -33,6 +33,9 @@ int device_arch();
 // Blocks of `kernel` (at `threads` per block) resident at once on the whole current
 // device: one full wave (cached per kernel).
 int resident_blocks(const void* kernel, int threads, size_t dynamic_smem = 0);
+// Lets `kernel` take `bytes` of dynamic shared memory on the current device, past
+// the default 48 KB (the attribute is per device; set once per device and kernel).
+void allow_dynamic_smem(const void* kernel, size_t bytes);
 
 // A library handle of type H for the current device, made once by create(H*) and
 // kept for the process (cuBLAS, cuBLASLt).

@@ -70,6 +70,17 @@ int resident_blocks(const void* kernel, int threads, size_t dynamic_smem) {
   return cache[key] = std::max(1, per_sm) * sm_count();
 }
 
+void allow_dynamic_smem(const void* kernel, size_t bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<int, const void*>, size_t> allowed;
+  const auto key = std::make_pair(current_device(), kernel);
+  std::lock_guard<std::mutex> lock(mu);
+  size_t& have = allowed[key];
+  if (have >= bytes) return;
+  KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  have = bytes;
+}
+
 DeviceGuard::DeviceGuard(int index) {
   KILN_CHECK(cuda::is_available(), "CUDA is not available: ", cuda::availability().reason);
   KILN_CHECK(index >= 0 && index < cuda::device_count(), "device cuda:", index, " does not exist (",
