@@ -203,7 +203,8 @@ struct MoeRouting {
   Tensor sorted_pos;  // [T, k] int32
 };
 
-// The router of an MoE layer in two kernels with no host synchronisation: scores
+// The router of an MoE layer with no host synchronisation (on CUDA one kernel up to
+// 32 tokens, three past that): scores
 // (softmax over experts, or sigmoid as DeepSeek-V3), top-k on the scores plus
 // `selection_bias` ([E] float32, used only to choose, as DeepSeek's correction
 // bias), weights = the chosen scores, divided by their sum when `renormalize`
@@ -216,6 +217,13 @@ MoeRouting moe_route(const Tensor& logits, int64_t k, RouterScoring scoring = Ro
 // expert_out[sorted_pos[t, j]], expert_out [T * k, N] -> [T, N] in its dtype
 // (accumulated in float32). A gather, so no atomics: the result is deterministic.
 Tensor moe_combine(const Tensor& expert_out, const MoeRouting& routing);
+
+// rms_norm_residual(moe_combine(expert_out, routing), residual, weight, eps), equal
+// to the two ops in sequence (the combine rounded to the dtype before the add); on
+// CUDA one kernel, a dependent step fewer in a decode step. Returns
+// (normalised, residual + combine), both [T, N].
+std::pair<Tensor, Tensor> moe_combine_rms_norm_residual(const Tensor& expert_out, const MoeRouting& routing,
+                                                        const Tensor& residual, const Tensor& weight, double eps);
 
 // The experts of a mixture-of-experts layer (SwiGLU, as Qwen3-MoE and Mixtral):
 // for each row p of the routing (token token_of[p], expert e by offs),

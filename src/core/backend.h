@@ -76,9 +76,9 @@ struct GroupedMmArgs {
 };
 
 // Arguments of moe_route: logits [T, E] contiguous; bias [E] float32 or
-// undefined; counts [E] int32 zeroed; the outputs of MoeRouting, allocated.
+// undefined; the outputs of MoeRouting, allocated.
 struct MoeRouteArgs {
-  Tensor logits, bias, counts;
+  Tensor logits, bias;
   MoeRouting r;
   int64_t k = 0;
   bool sigmoid = false, renormalize = true;
@@ -138,6 +138,10 @@ struct QkvRotaryCacheArgs {
   /* rows [M, N] contiguous; weight [N] or undefined; residual_out/residual defined for the fused add */ \
   void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, const Tensor& residual_out, \
                      const Tensor& weight, float eps);                                               \
+  /* rms_norm_rows of moe_combine(y, weights, sorted_pos) with the residual add: out, residual, */  \
+  /* residual_out [T, N]; y [T*k, N]; weights, sorted_pos [T, k] (moe_combine's arguments) */       \
+  void rms_norm_combine_rows(const Tensor& out, const Tensor& y, const Tensor& weights, const Tensor& sorted_pos, \
+                             const Tensor& residual, const Tensor& residual_out, const Tensor& weight, float eps); \
   /* rows [M, N] contiguous; weight, bias [N] or undefined */                                      \
   void layer_norm_rows(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps); \
   /* out int64 [B]; probs float32 [B, V] contiguous; u float32 [B]; 1 <= top_k <= V */           \

@@ -50,6 +50,10 @@ void moe_route(const MoeRouteArgs&) { no_cuda("moe_route"); }
 void moe_combine(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { no_cuda("moe_combine"); }
 void attention_decode(const AttentionDecodeArgs&) { no_cuda("scaled_dot_product_attention"); }
 void rms_norm_rows(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) { no_cuda("rms_norm"); }
+void rms_norm_combine_rows(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, float) {
+  no_cuda("moe_combine_rms_norm_residual");
+}
 void silu_and_mul_rows(const Tensor&, const Tensor&) { no_cuda("silu_and_mul"); }
 void layer_norm_rows(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) { no_cuda("layer_norm"); }
 void sample_rows(const Tensor&, const Tensor&, const Tensor&, int64_t, float) { no_cuda("sample"); }

@@ -35,6 +35,14 @@ void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, c
   });
 }
 
+// The ops in sequence: the fused kernel is the GPU's (a decode step's link fewer).
+void rms_norm_combine_rows(const Tensor& out, const Tensor& y, const Tensor& weights, const Tensor& sorted_pos,
+                           const Tensor& residual, const Tensor& residual_out, const Tensor& weight, float eps) {
+  const Tensor combined = Tensor::empty(out.shape(), out.dtype(), out.device());
+  moe_combine(combined, y, weights, sorted_pos);
+  rms_norm_rows(out, combined, residual, residual_out, weight, eps);
+}
+
 // Two passes over the row in float32: the mean, then the variance about it (no
 // cancellation as in E[x^2] - mean^2).
 void layer_norm_rows(const Tensor& out, const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {

@@ -207,7 +207,7 @@ void launch_decode(const AttentionDecodeArgs& a) {
       reinterpret_cast<float2*>(part_ml.data<float>()));
   KILN_CUDA_CHECK_LAUNCH();
   launch_decode_merge<T>(part_acc.data<float>(), reinterpret_cast<const float2*>(part_ml.data<float>()), splits,
-                         static_cast<int>(D), B * Hq, a.out.data<T>(), false);
+                         static_cast<int>(D), B * Hq, a.out.data<T>());
 }
 
 template <class T, int GS>

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
 
 namespace kiln::cuda_backend {
@@ -20,14 +21,13 @@ namespace {
 // One block per query head: 32 x 8 threads, x over dims, y over chunks. Each y
 // folds its chunks in one pass with a running maximum, so the (max, sum) pairs
 // and the outputs of the chunks are read together, then shared memory joins the 8.
-template <class T, bool DEPENDENT>
+template <class T>
 __global__ void __launch_bounds__(256) decode_merge_kernel(const float* __restrict__ part_acc,
                                                            const float2* __restrict__ part_ml, int splits, int D,
                                                            T* __restrict__ out) {
   constexpr int kPerLane = kMaxDim / 32;
-#if __CUDA_ARCH__ >= 900  // programmatic dependent launch is Hopper's; older GPUs serialize the launches
-  if constexpr (DEPENDENT) asm volatile("griddepcontrol.wait;" ::: "memory");  // the partial kernel's results
-#endif
+  chain_wait();  // the partial kernel's results
+  chain_release();
   __shared__ float red[8][kMaxDim + 1];
   __shared__ float red_max[8];
   const int64_t head = blockIdx.x;
@@ -81,22 +81,12 @@ __global__ void __launch_bounds__(256) decode_merge_kernel(const float* __restri
 
 }  // namespace
 
-// Launches the merge of `splits` chunks for each of `heads` query heads into out [heads, D].
-// dependent: a programmatic dependent launch behind a partial kernel that triggers it early.
+// Launches the merge of `splits` chunks for each of `heads` query heads into out [heads, D], chained
+// behind the partial kernel (which releases it as it starts).
 template <class T>
-void launch_decode_merge(const float* part_acc, const float2* part_ml, int splits, int D, int64_t heads, T* out,
-                         bool dependent) {
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(heads));
-  cfg.blockDim = dim3(32, 8);
-  cfg.stream = current_stream();
-  cudaLaunchAttribute early;
-  early.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  early.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &early;
-  cfg.numAttrs = dependent ? 1 : 0;
-  if (dependent) KILN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_merge_kernel<T, true>, part_acc, part_ml, splits, D, out));
-  else KILN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_merge_kernel<T, false>, part_acc, part_ml, splits, D, out));
+void launch_decode_merge(const float* part_acc, const float2* part_ml, int splits, int D, int64_t heads, T* out) {
+  launch_chained(decode_merge_kernel<T>, dim3(static_cast<unsigned>(heads)), dim3(32, 8), 0, part_acc, part_ml, splits,
+                 D, out);
 }
 
 }  // namespace kiln::cuda_backend

@@ -105,6 +105,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   const int chunks = D / 8;
   // idx / chunks as (idx * inv_chunks) >> 16: exact for idx < 16 * chunks <= 256
   const int inv_chunks = (65536 + chunks - 1) / chunks;
+  chain_wait();  // q and the cache row of this token come from the kernel before
   if (seq_lens) {  // the filled length lives on the device (a replayed graph): chunks cover it evenly
     const int64_t len = seq_lens[b];
     S = len < 0 ? 0 : (len < S ? len : S);
@@ -112,9 +113,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   }
   const int64_t s_begin = split * chunk, s_end = (S < s_begin + chunk ? S : s_begin + chunk);
   unsigned char* ring = smem + warp * kStages * kSlot;
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");  // the merge may start; it waits for this grid's results
-#endif
+  chain_release();  // the merge (or the next kernel) may start; it waits for this grid's results
 
   const uint4 zero = make_uint4(0, 0, 0, 0);
   uint4 qf[NB];  // head g (heads >= G read as zero), chunk 4s + t: the B fragments of Q^T
@@ -262,18 +261,18 @@ void launch_decode_mma(const AttentionDecodeArgs& a) {
     part_ml = Tensor::empty({B * Hq * splits * 2}, DType::Float32, a.out.device());
   }
   const dim3 grid(static_cast<unsigned>(B * Hkv), static_cast<unsigned>(splits));
-  kernel<<<grid, kMmaWarps * 32, smem, current_stream()>>>(
-      a.q.data<T>(), a.q.stride(0), a.q.stride(1), a.k.data<T>(), a.k.stride(0), a.k.stride(1), a.k.stride(2),
+  launch_chained(
+      kernel, grid, kMmaWarps * 32, smem, a.q.data<T>(), a.q.stride(0), a.q.stride(1), a.k.data<T>(), a.k.stride(0), a.k.stride(1), a.k.stride(2),
       a.v.data<T>(), a.v.stride(0), a.v.stride(1), a.v.stride(2), static_cast<int>(Hkv), static_cast<int>(Hq / Hkv),
       S, a.seq_lens.defined() ? a.seq_lens.data<int32_t>() : nullptr, static_cast<int>(D),
       static_cast<float>(a.scale) * kLog2e, chunk, splits, splits > 1 ? part_acc.data<float>() : nullptr,
       splits > 1 ? reinterpret_cast<float2*>(part_ml.data<float>()) : nullptr, splits > 1 ? nullptr : a.out.data<T>());
   KILN_CUDA_CHECK_LAUNCH();
   if (splits == 1) return;
-  // a programmatic dependent launch: the merge's blocks are set up while the partial kernel
-  // runs and wait (griddepcontrol.wait) for its results, which saves the gap between the two
+  // chained: the merge's blocks are set up while the partial kernel runs and wait for its
+  // results, which saves the gap between the two
   launch_decode_merge<T>(part_acc.data<float>(), reinterpret_cast<const float2*>(part_ml.data<float>()), splits,
-                         static_cast<int>(D), B * Hq, a.out.data<T>(), true);
+                         static_cast<int>(D), B * Hq, a.out.data<T>());
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "core/backend.h"
 #include "core/dispatch.h"
 #include "core/vector_rows.h"
+#include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
 #include "cuda/gemv.cuh"
 #include "cuda/mma.cuh"
@@ -141,6 +142,9 @@ __global__ void __launch_bounds__(256)
                         const T* __restrict__ b, int64_t ldg, int64_t ldb, int64_t N, int64_t K,
                         const int32_t* __restrict__ offs, int G, O* __restrict__ out, int64_t ldo) {
   constexpr int kWarpsPerBlock = 8, V = 16 / sizeof(T), kCols = kWarpsPerBlock * NPW;
+  // chained: the expert of a row, hence its weights, is known only from the router's offs
+  chain_wait();
+  chain_release();
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;
   if (blockIdx.y == 0) zero_tail_rows(offs, G, rows, N, n0, kCols, out, ldo);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -224,8 +228,7 @@ void launch_grouped_gemv_as(const GroupedMmArgs& s) {
   const int64_t rows = s.out.size(0), N = s.b.size(2), K = s.b.size(1);
   const dim3 grid(static_cast<unsigned>((N + 8 * NPW - 1) / (8 * NPW)), static_cast<unsigned>(std::max<int64_t>(rows, 1)));
   const size_t smem = SWIGLU ? static_cast<size_t>(K) * sizeof(float) : 0;
-  grouped_gemv_kernel<T, O, U, NPW, SWIGLU><<<grid, 256, smem, current_stream()>>>(
-      s.a.data<T>(), s.a.stride(0), rows, s.row_index.defined() ? s.row_index.data<int32_t>() : nullptr,
+  launch_chained(grouped_gemv_kernel<T, O, U, NPW, SWIGLU>, grid, 256, smem, s.a.data<T>(), s.a.stride(0), rows, s.row_index.defined() ? s.row_index.data<int32_t>() : nullptr,
       s.b.data<T>(), s.b.stride(0), s.b.stride(2), N, K, s.offs.data<int32_t>(), static_cast<int>(s.offs.size(0)),
       s.out.data<O>(), s.out.stride(0));
   KILN_CUDA_CHECK_LAUNCH();

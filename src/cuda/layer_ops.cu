@@ -3,10 +3,14 @@
 // sum of squares, the second from L1/L2), the others one thread per output.
 #include <cuda_runtime.h>
 
+#include <initializer_list>
+
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/dispatch.h"
+#include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
+#include "cuda/map.cuh"
 
 namespace kiln::cuda_backend {
 
@@ -27,17 +31,40 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
   return total;
 }
 
+// The values rms_norm_kernel normalises: a row of x, or (CombinedRows) the MoE
+// combine of expert outputs, sum_j w[r, j] * y[pos[r, j]], rounded to T as
+// moe_combine's output would be.
 template <class T>
+struct PlainRows {
+  const T* x;
+  int64_t N;
+  __device__ __forceinline__ float operator()(int64_t r, int64_t i) const { return static_cast<float>(x[r * N + i]); }
+};
+template <class T>
+struct CombinedRows {
+  const T* y;
+  const float* w;
+  const int32_t* pos;
+  int k;
+  int64_t N;
+  __device__ __forceinline__ float operator()(int64_t r, int64_t i) const {
+    float acc = 0.0f;
+    for (int j = 0; j < k; ++j) acc += w[r * k + j] * static_cast<float>(y[static_cast<int64_t>(pos[r * k + j]) * N + i]);
+    return static_cast<float>(T(acc));
+  }
+};
+
+template <class T, class Src>
 __global__ void __launch_bounds__(kRowThreads)
-    rms_norm_kernel(T* __restrict__ out, const T* __restrict__ x, const T* __restrict__ residual,
-                    T* __restrict__ residual_out, const T* __restrict__ w, int64_t N, float eps) {
+    rms_norm_kernel(T* __restrict__ out, Src x, const T* __restrict__ residual, T* __restrict__ residual_out,
+                    const T* __restrict__ w, int64_t N, float eps) {
   __shared__ float partial[kRowThreads / 32];
+  chain_wait();
+  chain_release();
   const int64_t r = blockIdx.x;
-  const T* xr = x + r * N;
-  const T* src = residual ? residual_out + r * N : xr;  // the values to normalise
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < N; i += kRowThreads) {
-    float v = static_cast<float>(xr[i]);
+    float v = x(r, i);
     if (residual) {
       const T s = T(v + static_cast<float>(residual[r * N + i]));  // rounded, as x + residual would be
       residual_out[r * N + i] = s;
@@ -46,8 +73,100 @@ __global__ void __launch_bounds__(kRowThreads)
     ss += v * v;
   }
   const float inv = rsqrtf(block_sum(ss, partial) / static_cast<float>(N) + eps);
-  for (int64_t i = threadIdx.x; i < N; i += kRowThreads)  // each thread rereads what it wrote
-    out[r * N + i] = T(static_cast<float>(src[i]) * inv * (w ? static_cast<float>(w[i]) : 1.0f));
+  for (int64_t i = threadIdx.x; i < N; i += kRowThreads) {  // each thread rereads what it wrote (or recomputes)
+    const float v = residual ? static_cast<float>(residual_out[r * N + i]) : x(r, i);
+    out[r * N + i] = T(v * inv * (w ? static_cast<float>(w[i]) : 1.0f));
+  }
+}
+
+// rms_norm of rows of at most kRowThreads * V * kNormChunks elements, V = 16 bytes
+// of T: each thread holds its kNormChunks vectors in registers, so every load of
+// the row (x or, with COMBINE, the k expert rows of moe_combine; the residual; the
+// weight, which is read before the chained wait) is in flight at once. A decode
+// step runs two of these per layer on a 2048-wide row, where the scalar loop's
+// serial loads took 3 us (H200).
+constexpr int kNormChunks = 4;
+
+template <class T, bool COMBINE>
+__global__ void __launch_bounds__(kRowThreads)
+    rms_norm_vec_kernel(T* __restrict__ out, const T* __restrict__ x, const float* __restrict__ comb_w,
+                        const int32_t* __restrict__ comb_pos, int k, const T* __restrict__ residual,
+                        T* __restrict__ residual_out, const T* __restrict__ w, int64_t N, float eps) {
+  constexpr int V = 16 / sizeof(T);
+  using P = Pack<T, V>;
+  __shared__ float partial[kRowThreads / 32];
+  __shared__ float row_w[32];
+  __shared__ int32_t row_pos[32];
+  const int64_t r = blockIdx.x;
+  const auto index = [&](int c) { return (static_cast<int64_t>(c) * kRowThreads + threadIdx.x) * V; };
+  P wp[kNormChunks];
+#pragma unroll
+  for (int c = 0; c < kNormChunks; ++c)
+    if (w && index(c) < N) wp[c] = *reinterpret_cast<const P*>(w + index(c));  // a constant: before the wait
+  chain_wait();
+  chain_release();
+  if constexpr (COMBINE) {
+    if (threadIdx.x < k) {
+      row_w[threadIdx.x] = comb_w[r * k + threadIdx.x];
+      row_pos[threadIdx.x] = comb_pos[r * k + threadIdx.x];
+    }
+    __syncthreads();
+  }
+  float v[kNormChunks][V];
+  float ss = 0.0f;
+#pragma unroll
+  for (int c = 0; c < kNormChunks; ++c) {
+    const int64_t i = index(c);
+    if (i >= N) continue;
+    P res;
+    if (residual) res = *reinterpret_cast<const P*>(residual + r * N + i);
+    if constexpr (COMBINE) {
+      float acc[V] = {};
+#pragma unroll 8
+      for (int j = 0; j < k; ++j) {
+        const P y = *reinterpret_cast<const P*>(x + static_cast<int64_t>(row_pos[j]) * N + i);
+        const float wj = row_w[j];
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[e] += wj * static_cast<float>(y.v[e]);
+      }
+#pragma unroll
+      for (int e = 0; e < V; ++e) v[c][e] = static_cast<float>(T(acc[e]));  // rounded, as moe_combine's output
+    } else {
+      const P xp = *reinterpret_cast<const P*>(x + r * N + i);
+#pragma unroll
+      for (int e = 0; e < V; ++e) v[c][e] = static_cast<float>(xp.v[e]);
+    }
+    if (residual) {
+      P sum;
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        sum.v[e] = T(v[c][e] + static_cast<float>(res.v[e]));  // rounded, as x + residual would be
+        v[c][e] = static_cast<float>(sum.v[e]);
+      }
+      *reinterpret_cast<P*>(residual_out + r * N + i) = sum;
+    }
+#pragma unroll
+    for (int e = 0; e < V; ++e) ss += v[c][e] * v[c][e];
+  }
+  const float inv = rsqrtf(block_sum(ss, partial) / static_cast<float>(N) + eps);
+#pragma unroll
+  for (int c = 0; c < kNormChunks; ++c) {
+    const int64_t i = index(c);
+    if (i >= N) continue;
+    P o;
+#pragma unroll
+    for (int e = 0; e < V; ++e) o.v[e] = T(v[c][e] * inv * (w ? static_cast<float>(wp[c].v[e]) : 1.0f));
+    *reinterpret_cast<P*>(out + r * N + i) = o;
+  }
+}
+
+// Whether rms_norm_vec_kernel takes rows of N elements of T at these pointers.
+template <class T>
+bool norm_vec_ok(int64_t N, std::initializer_list<const void*> ptrs) {
+  constexpr int64_t V = 16 / sizeof(T);
+  bool ok = N % V == 0 && N <= kRowThreads * V * kNormChunks;
+  for (const void* p : ptrs) ok = ok && aligned16(p);
+  return ok;
 }
 
 // A block per row, three passes (mean, variance about it, output); the second
@@ -114,6 +233,8 @@ __global__ void __launch_bounds__(128)
                             const float* __restrict__ cosv, const float* __restrict__ sinv, int half,
                             const int32_t* __restrict__ positions, int capacity, T* __restrict__ kc, int64_t kcs0,
                             int64_t kcs1, T* __restrict__ vc, int64_t vcs0, int64_t vcs1, float eps) {
+  chain_wait();
+  chain_release();
   const int H = hq + 2 * hkv;
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   if (item >= static_cast<int64_t>(Tn) * H) return;
@@ -176,8 +297,8 @@ void qkv_rotary_cache(const QkvRotaryCacheArgs& a) {
     const int64_t Tn = a.qkv.size(0), H = a.hq + 2 * a.hkv, D = a.qkv.size(1) / H;
     KILN_CHECK(D <= 256, "qkv_rotary_cache: head_dim ", D, " exceeds the CUDA kernel's 256");
     const int64_t items = Tn * H;
-    qkv_rotary_cache_kernel<T><<<static_cast<unsigned>((items + 3) / 4), 128, 0, current_stream()>>>(
-        a.q_out.data<T>(), a.qkv.data<T>(), a.qkv.stride(0), static_cast<int>(Tn), static_cast<int>(a.hq),
+    launch_chained(
+        qkv_rotary_cache_kernel<T>, static_cast<unsigned>((items + 3) / 4), 128, 0, a.q_out.data<T>(), a.qkv.data<T>(), a.qkv.stride(0), static_cast<int>(Tn), static_cast<int>(a.hq),
         static_cast<int>(a.hkv), static_cast<int>(D), a.q_norm.defined() ? a.q_norm.data<T>() : nullptr,
         a.k_norm.defined() ? a.k_norm.data<T>() : nullptr, a.cos.data<float>(), a.sin.data<float>(),
         static_cast<int>(a.cos.size(1)), a.positions.data<int32_t>(), static_cast<int>(a.k_cache.size(1)),
@@ -191,11 +312,38 @@ void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, c
                    const Tensor& weight, float eps) {
   detail::dispatch_float(x.dtype(), "rms_norm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    rms_norm_kernel<T><<<static_cast<unsigned>(x.size(0)), kRowThreads, 0, current_stream()>>>(
-        out.data<T>(), x.data<T>(), residual.defined() ? residual.data<T>() : nullptr,
-        residual_out.defined() ? residual_out.data<T>() : nullptr, weight.defined() ? weight.data<T>() : nullptr,
-        x.size(1), eps);
-    KILN_CUDA_CHECK_LAUNCH();
+    const int64_t N = x.size(1);
+    const unsigned rows = static_cast<unsigned>(x.size(0));
+    const T* res = residual.defined() ? residual.data<T>() : nullptr;
+    T* res_out = residual_out.defined() ? residual_out.data<T>() : nullptr;
+    const T* w = weight.defined() ? weight.data<T>() : nullptr;
+    if (norm_vec_ok<T>(N, {out.data_ptr(), x.data_ptr(), res, res_out, w})) {
+      launch_chained(rms_norm_vec_kernel<T, false>, rows, kRowThreads, 0, out.data<T>(), x.data<T>(), nullptr, nullptr,
+                     0, res, res_out, w, N, eps);
+    } else {
+      launch_chained(rms_norm_kernel<T, PlainRows<T>>, rows, kRowThreads, 0, out.data<T>(), PlainRows<T>{x.data<T>(), N},
+                     res, res_out, w, N, eps);
+    }
+  });
+}
+
+void rms_norm_combine_rows(const Tensor& out, const Tensor& y, const Tensor& weights, const Tensor& sorted_pos,
+                           const Tensor& residual, const Tensor& residual_out, const Tensor& weight, float eps) {
+  detail::dispatch_float(y.dtype(), "moe_combine_rms_norm_residual", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const int64_t N = y.size(1);
+    const int k = static_cast<int>(weights.size(1));
+    const unsigned rows = static_cast<unsigned>(out.size(0));
+    const T* w = weight.defined() ? weight.data<T>() : nullptr;
+    if (k <= 32 && norm_vec_ok<T>(N, {out.data_ptr(), y.data_ptr(), residual.data_ptr(), residual_out.data_ptr(), w})) {
+      launch_chained(rms_norm_vec_kernel<T, true>, rows, kRowThreads, 0, out.data<T>(), y.data<T>(),
+                     weights.data<float>(), sorted_pos.data<int32_t>(), k, residual.data<T>(), residual_out.data<T>(),
+                     w, N, eps);
+    } else {
+      const CombinedRows<T> src{y.data<T>(), weights.data<float>(), sorted_pos.data<int32_t>(), k, N};
+      launch_chained(rms_norm_kernel<T, CombinedRows<T>>, rows, kRowThreads, 0, out.data<T>(), src, residual.data<T>(),
+                     residual_out.data<T>(), w, N, eps);
+    }
   });
 }
 

@@ -8,6 +8,7 @@
 #include "core/backend.h"
 #include "core/dispatch.h"
 #include "core/vector_rows.h"
+#include "cuda/chained_launch.cuh"
 #include "cuda/gemv.cuh"
 #include "ops/linear.h"
 
@@ -34,16 +35,28 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (warp / WPR) * NPW;
   const int part = warp % WPR;
+  constexpr int64_t kStep = static_cast<int64_t>(WPR) * 32 * V;
+  const W* wr[NPW];
+#pragma unroll
+  for (int j = 0; j < NPW; ++j) wr[j] = w + ::min(n0 + j, N - 1) * ws;  // past N: a repeated row, not written
+  // the weights are constants: the first steps' vectors head for L2 while the kernel before this
+  // one (a chained launch) finishes writing x
+  if (n0 < N)
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < NPW; ++j) {
+        const int64_t k = (static_cast<int64_t>(part) * 32 + lane) * V + u * kStep;
+        if (k < K) prefetch_l2(wr[j] + k);
+      }
+  chain_wait();
+  chain_release();
   float acc[R][NPW];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int j = 0; j < NPW; ++j) acc[r][j] = 0.0f;
   if (n0 < N) {
-    const W* wr[NPW];
-#pragma unroll
-    for (int j = 0; j < NPW; ++j) wr[j] = w + ::min(n0 + j, N - 1) * ws;  // past N: a repeated row, not written
-    constexpr int64_t kStep = static_cast<int64_t>(WPR) * 32 * V;
     int64_t k = (static_cast<int64_t>(part) * 32 + lane) * V;
     for (; k + (U - 1) * kStep < K; k += U * kStep) {
       Pack<W, V> p[U][NPW];
@@ -114,9 +127,9 @@ void launch_rows(const LinearArgs& a) {
     constexpr int P = decltype(wpr_c)::value;
     constexpr int per_block = kWarps / P * NPW;
     const unsigned blocks = static_cast<unsigned>((N + per_block - 1) / per_block);
-    linear_rows_kernel<X, W, R, P, NPW><<<blocks, kWarps * 32, 0, current_stream()>>>(
-        N, K, rows, a.x.data<X>(), a.x.stride(0), a.weight.data<W>(), a.weight.stride(0), scale, per_row, bias,
-        a.out.data<X>(), a.out.stride(0));
+    launch_chained(linear_rows_kernel<X, W, R, P, NPW>, blocks, kWarps * 32, 0, N, K, rows, a.x.data<X>(),
+                   a.x.stride(0), a.weight.data<W>(), a.weight.stride(0), scale, per_row, bias, a.out.data<X>(),
+                   a.out.stride(0));
   };
   switch (wpr) {
     case 1: go(std::integral_constant<int, 1>{}); break;

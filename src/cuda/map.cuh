@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "core/layout.h"
+#include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
 
 namespace kiln::cuda_backend {
@@ -71,6 +72,8 @@ __device__ __forceinline__ Pack<I, V> load_pack(FlatIn<I> in, int64_t i) {
 template <int V, class O, class I, class F, int A>
 __global__ void __launch_bounds__(kThreads) map_flat(int64_t n, O* __restrict__ out, Array<FlatIn<I>, A> in, F f,
                                                      bool vec) {
+  chain_wait();  // a chained launch (the small fills and adds of a decode step)
+  chain_release();
   int64_t done = 0;
   if (vec) {
     const int64_t nv = n / V;
@@ -251,7 +254,7 @@ void launch_map(const Tensor& out, const Tensor* const (&inputs)[A], F f) {
       vec = vec && (in.v[a].scalar || pack_aligned<I, V>(p.v[a]));
     }
     const int64_t items = vec ? (L.numel / V + kUnroll - 1) / kUnroll : L.numel;
-    map_flat<V><<<grid_all(items, kThreads), kThreads, 0, s>>>(L.numel, o, in, f, vec);
+    launch_chained(map_flat<V, O, I, F, A>, grid_all(items, kThreads), kThreads, 0, L.numel, o, in, f, vec);
     KILN_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -307,7 +310,7 @@ void launch_flat1(const Tensor& out, const Tensor& in, F f) {
   const bool vec = pack_aligned<O, V>(o) && pack_aligned<I, V>(x);
   Array<FlatIn<I>, 1> args{{FlatIn<I>{x, false}}};
   const int64_t items = vec ? (n / V + kUnroll - 1) / kUnroll : n;
-  map_flat<V><<<grid_all(items, kThreads), kThreads, 0, current_stream()>>>(n, o, args, f, vec);
+  launch_chained(map_flat<V, O, I, F, 1>, grid_all(items, kThreads), kThreads, 0, n, o, args, f, vec);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,15 +1,17 @@
 // CUDA index_select (row gather) and the mixture-of-experts router and combine.
 //
-// moe_route is two kernels after zeroing the counts, and never waits for the
-// host: (1) a warp per token holds its E scores in registers (E / 32 per lane),
-// picks the top k by k warp arg-max rounds, writes weights and experts and takes
-// a rank within its expert with atomicAdd on the counts; (2) every block scans
-// the E counts in shared memory and turns (expert, rank) into a row position,
-// the permutation, and (block 0) the offsets grouped_mm reads.
+// moe_route never waits for the host. A warp per token holds its E scores in
+// registers (E / 32 per lane), picks the top k by k warp arg-max rounds, writes
+// weights and experts and takes a rank within its expert; a scan of the E counts
+// turns (expert, rank) into a row position, the permutation, and the offsets
+// grouped_mm reads. Up to 32 tokens (decode) that is one block and one kernel
+// (counts in shared memory); past that two kernels after zeroing the counts
+// (ranks by atomicAdd on them, then every block scans them).
 #include <cuda_runtime.h>
 
 #include "core/backend.h"
 #include "core/dispatch.h"
+#include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
 
 namespace kiln::cuda_backend {
@@ -22,6 +24,8 @@ constexpr int kMaxExperts = 1024;
 template <class U, class I>
 __global__ void gather_rows_kernel(U* __restrict__ out, const U* __restrict__ in, const I* __restrict__ index,
                                    int64_t R, int64_t S, int64_t units) {
+  chain_wait();
+  chain_release();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= R * units) return;
   const int64_t r = i / units, u = i % units;
@@ -39,8 +43,7 @@ void gather_rows(const Tensor& out, const Tensor& in, const Tensor& index) {
   auto go = [&](auto unit) {
     using U = decltype(unit);
     const int64_t units = bytes / static_cast<int64_t>(sizeof(U));
-    gather_rows_kernel<U, I><<<grid_all(R * units, 256), 256, 0, current_stream()>>>(
-        static_cast<U*>(out.data_ptr()), static_cast<const U*>(in.data_ptr()), index.data<I>(), R, S, units);
+    launch_chained(gather_rows_kernel<U, I>, grid_all(R * units, 256), 256, 0, static_cast<U*>(out.data_ptr()), static_cast<const U*>(in.data_ptr()), index.data<I>(), R, S, units);
   };
   auto fits = [&](size_t u) { return bytes % static_cast<int64_t>(u) == 0 && align % u == 0; };
   if (fits(16)) go(uint4{});
@@ -64,14 +67,14 @@ __device__ __forceinline__ Choice better(Choice a, Choice b) {
   return a.e < b.e ? a : b;
 }
 
+// Routes token t (one warp): scores, then the top k by k warp arg-max rounds. Lane i < k
+// returns the i-th choice (its weight, renormalised if asked, and expert) and writes them.
 template <class T, int VPL>
-__global__ void route_kernel(const T* __restrict__ logits, int64_t tokens, int E, int k, bool sigmoid,
-                             const float* __restrict__ bias, bool renormalize, float* __restrict__ w_out,
-                             int32_t* __restrict__ e_out, int32_t* __restrict__ rank_out,
-                             int32_t* __restrict__ counts) {
-  const int64_t t = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+__device__ __forceinline__ void route_token(const T* __restrict__ logits, int64_t t, int E, int k, bool sigmoid,
+                                            const float* __restrict__ bias, bool renormalize,
+                                            float* __restrict__ w_out, int32_t* __restrict__ e_out, float& my_w,
+                                            int& my_e) {
   const int lane = threadIdx.x % 32;
-  if (t >= tokens) return;  // the whole warp
   const T* row = logits + t * E;
   const float kNegInf = -INFINITY;
   float p[VPL], sel[VPL];
@@ -106,8 +109,9 @@ __global__ void route_kernel(const T* __restrict__ logits, int64_t tokens, int E
     if (isnan(sel[j])) sel[j] = kNegInf;  // NaN scores are chosen last, as on the CPU
   }
   uint32_t taken = 0;
-  float my_w = 0.0f, total = 0.0f;
-  int my_e = 0;
+  float total = 0.0f;
+  my_w = 0.0f;
+  my_e = 0;
   for (int i = 0; i < k; ++i) {
     Choice c{kNegInf, -1};
 #pragma unroll
@@ -139,18 +143,15 @@ __global__ void route_kernel(const T* __restrict__ logits, int64_t tokens, int E
     if (renormalize && total > 0.0f) my_w /= total;
     w_out[t * k + lane] = my_w;
     e_out[t * k + lane] = my_e;
-    rank_out[t * k + lane] = atomicAdd(&counts[my_e], 1);
   }
 }
 
-// rank (in sorted_pos) -> row position; token_of; block 0 writes offs.
-__global__ void __launch_bounds__(kMaxExperts)
-    place_kernel(const int32_t* __restrict__ counts, int E, const int32_t* __restrict__ experts, int64_t n, int k,
-                 int32_t* __restrict__ offs, int32_t* __restrict__ sorted_pos, int32_t* __restrict__ token_of) {
+// The first row of each expert (start[e], e < E) and, where offs is given, the
+// end of each (offs[e]), from c = the count of expert threadIdx.x. A block of
+// kMaxExperts threads; all of them call it.
+__device__ __forceinline__ void expert_starts(int32_t c, int E, int32_t* start, int32_t* __restrict__ offs) {
   __shared__ int32_t warp_total[kMaxExperts / 32];
-  __shared__ int32_t start[kMaxExperts];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
-  const int32_t c = tid < E ? counts[tid] : 0;
   int32_t incl = c;
 #pragma unroll
   for (int o = 1; o < 32; o <<= 1) {
@@ -172,9 +173,37 @@ __global__ void __launch_bounds__(kMaxExperts)
   incl += warp_total[warp];
   if (tid < E) {
     start[tid] = incl - c;
-    if (blockIdx.x == 0) offs[tid] = incl;
+    if (offs) offs[tid] = incl;
   }
   __syncthreads();
+}
+
+// Many tokens: a warp per token; the rank within its expert from atomicAdd on counts.
+template <class T, int VPL>
+__global__ void route_kernel(const T* __restrict__ logits, int64_t tokens, int E, int k, bool sigmoid,
+                             const float* __restrict__ bias, bool renormalize, float* __restrict__ w_out,
+                             int32_t* __restrict__ e_out, int32_t* __restrict__ rank_out,
+                             int32_t* __restrict__ counts) {
+  chain_wait();
+  chain_release();
+  const int64_t t = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (t >= tokens) return;  // the whole warp
+  float my_w;
+  int my_e;
+  route_token<T, VPL>(logits, t, E, k, sigmoid, bias, renormalize, w_out, e_out, my_w, my_e);
+  if (lane < k) rank_out[t * k + lane] = atomicAdd(&counts[my_e], 1);
+}
+
+// rank (in sorted_pos) -> row position; token_of; block 0 writes offs.
+__global__ void __launch_bounds__(kMaxExperts)
+    place_kernel(const int32_t* __restrict__ counts, int E, const int32_t* __restrict__ experts, int64_t n, int k,
+                 int32_t* __restrict__ offs, int32_t* __restrict__ sorted_pos, int32_t* __restrict__ token_of) {
+  __shared__ int32_t start[kMaxExperts];
+  chain_wait();
+  chain_release();
+  const int tid = threadIdx.x;
+  expert_starts(tid < E ? counts[tid] : 0, E, start, blockIdx.x == 0 ? offs : nullptr);
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + tid;
   if (i < n) {
     const int32_t pos = start[experts[i]] + sorted_pos[i];
@@ -183,17 +212,58 @@ __global__ void __launch_bounds__(kMaxExperts)
   }
 }
 
+// Decode (at most kMaxExperts / 32 tokens): the whole routing in one block. A warp
+// per token, the counts in shared memory, then the scan and the placement, so a
+// decode step has one link here instead of three (zeroing, routing, placing).
+template <class T, int VPL>
+__global__ void __launch_bounds__(kMaxExperts)
+    route_place_kernel(const T* __restrict__ logits, int tokens, int E, int k, bool sigmoid,
+                       const float* __restrict__ bias, bool renormalize, float* __restrict__ w_out,
+                       int32_t* __restrict__ e_out, int32_t* __restrict__ offs, int32_t* __restrict__ sorted_pos,
+                       int32_t* __restrict__ token_of) {
+  __shared__ int32_t counts[kMaxExperts], start[kMaxExperts];
+  chain_wait();
+  chain_release();
+  const int tid = threadIdx.x, lane = tid % 32, t = tid / 32;
+  counts[tid] = 0;
+  __syncthreads();
+  float my_w;
+  int my_e = 0, rank = 0;
+  if (t < tokens) {
+    route_token<T, VPL>(logits, t, E, k, sigmoid, bias, renormalize, w_out, e_out, my_w, my_e);
+    if (lane < k) rank = atomicAdd(&counts[my_e], 1);
+  }
+  __syncthreads();
+  expert_starts(counts[tid], E, start, offs);
+  if (t < tokens && lane < k) {
+    const int32_t pos = start[my_e] + rank;
+    sorted_pos[t * k + lane] = pos;
+    token_of[pos] = t;
+  }
+}
+
 template <class T>
 void route_typed(const MoeRouteArgs& a) {
   const int64_t tokens = a.logits.size(0);
   const int E = static_cast<int>(a.logits.size(1)), k = static_cast<int>(a.k);
-  const unsigned blocks = static_cast<unsigned>((tokens + 3) / 4);
+  const bool one_block = tokens <= kMaxExperts / 32;
+  Tensor counts;
+  if (!one_block) {
+    counts = Tensor::empty({E}, DType::Int32, a.logits.device());
+    counts.zero_();
+  }
   auto go = [&](auto vpl) {
     constexpr int V = decltype(vpl)::value;
-    route_kernel<T, V><<<blocks, 128, 0, current_stream()>>>(
-        a.logits.data<T>(), tokens, E, k, a.sigmoid, a.bias.defined() ? a.bias.data<float>() : nullptr,
-        a.renormalize, a.r.weights.data<float>(), a.r.experts.data<int32_t>(), a.r.sorted_pos.data<int32_t>(),
-        a.counts.data<int32_t>());
+    const float* bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
+    if (one_block) {
+      launch_chained(route_place_kernel<T, V>, 1, kMaxExperts, 0, a.logits.data<T>(), static_cast<int>(tokens), E, k,
+                     a.sigmoid, bias, a.renormalize, a.r.weights.data<float>(), a.r.experts.data<int32_t>(),
+                     a.r.offs.data<int32_t>(), a.r.sorted_pos.data<int32_t>(), a.r.token_of.data<int32_t>());
+    } else {
+      launch_chained(route_kernel<T, V>, static_cast<unsigned>((tokens + 3) / 4), 128, 0, a.logits.data<T>(), tokens,
+                     E, k, a.sigmoid, bias, a.renormalize, a.r.weights.data<float>(), a.r.experts.data<int32_t>(),
+                     a.r.sorted_pos.data<int32_t>(), counts.data<int32_t>());
+    }
   };
   const int vpl = (E + 31) / 32;
   if (vpl <= 1) go(std::integral_constant<int, 1>{});
@@ -202,18 +272,19 @@ void route_typed(const MoeRouteArgs& a) {
   else if (vpl <= 8) go(std::integral_constant<int, 8>{});
   else if (vpl <= 16) go(std::integral_constant<int, 16>{});
   else go(std::integral_constant<int, 32>{});
-  KILN_CUDA_CHECK_LAUNCH();
+  if (one_block) return;
   const int64_t n = tokens * k;
-  place_kernel<<<static_cast<unsigned>((n + kMaxExperts - 1) / kMaxExperts), kMaxExperts, 0, current_stream()>>>(
-      a.counts.data<int32_t>(), E, a.r.experts.data<int32_t>(), n, k, a.r.offs.data<int32_t>(),
-      a.r.sorted_pos.data<int32_t>(), a.r.token_of.data<int32_t>());
-  KILN_CUDA_CHECK_LAUNCH();
+  launch_chained(place_kernel, static_cast<unsigned>((n + kMaxExperts - 1) / kMaxExperts), kMaxExperts, 0,
+                 counts.data<int32_t>(), E, a.r.experts.data<int32_t>(), n, k, a.r.offs.data<int32_t>(),
+                 a.r.sorted_pos.data<int32_t>(), a.r.token_of.data<int32_t>());
 }
 
 // ---- combine ----
 template <class T>
 __global__ void combine_kernel(T* __restrict__ out, const T* __restrict__ y, const float* __restrict__ w,
                                const int32_t* __restrict__ pos, int64_t tokens, int64_t N, int k) {
+  chain_wait();
+  chain_release();
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= tokens * N) return;
   const int64_t t = i / N, n = i % N;
@@ -237,8 +308,7 @@ void moe_combine(const Tensor& out, const Tensor& y, const Tensor& weights, cons
   detail::dispatch_float(y.dtype(), "moe_combine", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const int64_t tokens = out.size(0), N = out.size(1);
-    combine_kernel<T><<<grid_all(tokens * N, 256), 256, 0, current_stream()>>>(
-        out.data<T>(), y.data<T>(), weights.data<float>(), sorted_pos.data<int32_t>(), tokens, N,
+    launch_chained(combine_kernel<T>, grid_all(tokens * N, 256), 256, 0, out.data<T>(), y.data<T>(), weights.data<float>(), sorted_pos.data<int32_t>(), tokens, N,
         static_cast<int>(weights.size(1)));
     KILN_CUDA_CHECK_LAUNCH();
   });

@@ -2,6 +2,8 @@
 // core/cuda_hooks.h, host<->device byte copies.
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -79,6 +81,14 @@ void allow_dynamic_smem(const void* kernel, size_t bytes) {
   if (have >= bytes) return;
   KILN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
   have = bytes;
+}
+
+bool chained_launch_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KILN_CHAINED_LAUNCH");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
 }
 
 DeviceGuard::DeviceGuard(int index) {

@@ -3,7 +3,8 @@
 // (one kernel), attention over the cache (the decode kernel for one token, with
 // the length read on the device; causal for a prompt from position 0, an explicit
 // mask for a prompt appended later), o_proj, the residual add fused into the next
-// RMSNorm, then SwiGLU or the experts. On CUDA a one-token step is a CUDA graph.
+// RMSNorm, then SwiGLU or the experts (their combine fused into that add and norm
+// as well). On CUDA a one-token step is a CUDA graph.
 #include "models/qwen3.h"
 
 #include <cmath>
@@ -121,9 +122,9 @@ Tensor Qwen3Model::run(const Step& step, bool all_logits) {
   for (size_t i = 0; i < layers.size(); ++i) {
     const Tensor a = attention(static_cast<int64_t>(i), h, step);
     std::tie(h, residual) = rms_norm_residual(a, residual, layers[i].post_attention_norm, eps);
-    const Tensor m = layers[i].is_moe ? moe(layers[i], h) : dense_mlp(layers[i], h);
     const Tensor& next_norm = i + 1 < layers.size() ? layers[i + 1].input_norm : weights_.final_norm;
-    std::tie(h, residual) = rms_norm_residual(m, residual, next_norm, eps);
+    if (layers[i].is_moe) std::tie(h, residual) = moe_norm(layers[i], h, residual, next_norm);
+    else std::tie(h, residual) = rms_norm_residual(dense_mlp(layers[i], h), residual, next_norm, eps);
   }
   return weights_.lm_head(all_logits ? h : h.narrow(0, T - 1, 1));
 }
@@ -160,10 +161,12 @@ Tensor Qwen3Model::dense_mlp(const LayerWeights& l, const Tensor& h) const {
   return l.mlp.down(silu_and_mul(l.mlp.gate_up(h)));
 }
 
-Tensor Qwen3Model::moe(const LayerWeights& l, const Tensor& h) const {
+std::pair<Tensor, Tensor> Qwen3Model::moe_norm(const LayerWeights& l, const Tensor& h, const Tensor& residual,
+                                               const Tensor& next_norm) const {
   const MoeRouting r = moe_route(l.moe.router(h), config_.num_experts_per_tok, RouterScoring::Softmax, std::nullopt,
                                  config_.norm_topk_prob);
-  return moe_combine(moe_experts(h, l.moe.gate_up, l.moe.down, r), r);
+  return moe_combine_rms_norm_residual(moe_experts(h, l.moe.gate_up, l.moe.down, r), r, residual, next_norm,
+                                       config_.rms_norm_eps);
 }
 
 }  // namespace kiln

@@ -48,7 +48,10 @@ class Qwen3Model {
   Tensor run(const Step& step, bool all_logits);
   Tensor attention(int64_t layer, const Tensor& h, const Step& step);
   Tensor dense_mlp(const LayerWeights& l, const Tensor& h) const;
-  Tensor moe(const LayerWeights& l, const Tensor& h) const;
+  // The MoE block, its output added to the residual and normalised by next_norm:
+  // (normalised, new residual).
+  std::pair<Tensor, Tensor> moe_norm(const LayerWeights& l, const Tensor& h, const Tensor& residual,
+                                     const Tensor& next_norm) const;
   bool graph_capable() const;
   Tensor decode_step(const Tensor& id);
 

@@ -58,7 +58,6 @@ MoeRouting moe_route(const Tensor& logits, int64_t k, RouterScoring scoring, con
   a.k = k;
   a.sigmoid = scoring == RouterScoring::Sigmoid;
   a.renormalize = renormalize;
-  a.counts = zeros({E}, DType::Int32, dev);
   a.r.weights = Tensor::empty({T, k}, DType::Float32, dev);
   a.r.experts = Tensor::empty({T, k}, DType::Int32, dev);
   a.r.offs = Tensor::empty({E}, DType::Int32, dev);
@@ -72,8 +71,9 @@ MoeRouting moe_route(const Tensor& logits, int64_t k, RouterScoring scoring, con
   return a.r;
 }
 
-Tensor moe_combine(const Tensor& y, const MoeRouting& r) {
-  constexpr const char* op = "moe_combine";
+namespace {
+// The checks of moe_combine; returns T (tokens).
+int64_t check_combine(const char* op, const Tensor& y, const MoeRouting& r) {
   check_defined(op, y);
   check_defined(op, r.weights, r.sorted_pos);
   check_same_device(op, y, r.weights);
@@ -86,10 +86,37 @@ Tensor moe_combine(const Tensor& y, const MoeRouting& r) {
   const int64_t T = r.weights.size(0), k = r.weights.size(1);
   KILN_CHECK(y.dim() == 2 && y.size(0) == T * k, op, ": expert_out must be [", T * k, ", N] (tokens x k rows), got ",
              y.shape());
+  return T;
+}
+}  // namespace
+
+Tensor moe_combine(const Tensor& y, const MoeRouting& r) {
+  const int64_t T = check_combine("moe_combine", y, r);
   Tensor out = Tensor::empty({T, y.size(1)}, y.dtype(), y.device());
   if (out.numel() == 0) return out;
   KILN_ON_DEVICE(y.device(), moe_combine, out, y.contiguous(), r.weights.contiguous(), r.sorted_pos.contiguous());
   return out;
+}
+
+std::pair<Tensor, Tensor> moe_combine_rms_norm_residual(const Tensor& y, const MoeRouting& r, const Tensor& residual,
+                                                        const Tensor& weight, double eps) {
+  constexpr const char* op = "moe_combine_rms_norm_residual";
+  const int64_t T = check_combine(op, y, r), N = y.size(1);
+  check_defined(op, residual, weight);
+  check_same_device(op, y, residual);
+  check_same_device(op, y, weight);
+  KILN_CHECK(residual.dtype() == y.dtype() && residual.dim() == 2 && residual.size(0) == T && residual.size(1) == N,
+             op, ": residual must be ", y.dtype(), " [", T, ", ", N, "], got ", residual.dtype(), " ",
+             residual.shape());
+  KILN_CHECK(weight.dtype() == y.dtype() && weight.dim() == 1 && weight.size(0) == N, op, ": weight must be ",
+             y.dtype(), " [", N, "], got ", weight.dtype(), " ", weight.shape());
+  Tensor out = Tensor::empty({T, N}, y.dtype(), y.device());
+  Tensor res_out = Tensor::empty({T, N}, y.dtype(), y.device());
+  if (out.numel() > 0)
+    KILN_ON_DEVICE(y.device(), rms_norm_combine_rows, out, y.contiguous(), r.weights.contiguous(),
+                   r.sorted_pos.contiguous(), residual.contiguous(), res_out, weight.contiguous(),
+                   static_cast<float>(eps));
+  return {out, res_out};
 }
 
 Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& r) {

@@ -341,6 +341,10 @@ void bind_ops(py::module_& m) {
                      renormalize);
   }, arg("logits"), arg("k"), arg("scoring") = "softmax", arg("selection_bias") = none, arg("renormalize") = true);
   m.def("moe_combine", &moe_combine, arg("expert_out"), arg("routing"), py::call_guard<py::gil_scoped_release>());
+  m.def("moe_combine_rms_norm_residual", [](const Tensor& y, const MoeRouting& r, const Tensor& res, const Tensor& w,
+                                             double eps) {
+    return pair_without_gil([&] { return moe_combine_rms_norm_residual(y, r, res, w, eps); });
+  }, arg("expert_out"), arg("routing"), arg("residual"), arg("weight"), arg("eps"));
   m.def("moe_experts", &moe_experts, arg("x"), arg("gate_up"), arg("down"), arg("routing"),
         py::call_guard<py::gil_scoped_release>());
   m.def("broadcast_shapes", [](py::args shapes) {

@@ -106,6 +106,25 @@ class Router(unittest.TestCase):
         with self.assertRaisesRegex(kiln.Error, r"gate_up \[E, 2I, H\] and down \[E, H, I\]"):
             kiln.moe_experts(kiln.tensor(x), kiln.tensor(gate_up), kiln.tensor(down[:, :, :5]), r)
 
+    def test_combine_rms_norm_residual_against_numpy(self):
+        tokens, E, k, N = 4, 8, 3, 40
+        logits = RNG.standard_normal((tokens, E)).astype(np.float32)
+        y = RNG.standard_normal((tokens * k, N)).astype(np.float32)
+        res = RNG.standard_normal((tokens, N)).astype(np.float32)
+        w = RNG.standard_normal(N).astype(np.float32)
+        r = kiln.moe_route(kiln.tensor(logits), k)
+        h, res_out = kiln.moe_combine_rms_norm_residual(kiln.tensor(y), r, kiln.tensor(res), kiln.tensor(w), 1e-6)
+        wr = np.from_dlpack(r.weights)
+        pos = np.from_dlpack(r.sorted_pos)
+        s = res + np.einsum("tj,tjn->tn", wr, y[pos])  # the combine gathers expert rows by sorted_pos
+        ref = s / np.sqrt((s.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6) * w
+        np.testing.assert_allclose(np.from_dlpack(res_out), s, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(np.from_dlpack(h), ref, rtol=1e-4, atol=1e-5)
+        with self.assertRaisesRegex(kiln.Error, r"residual must be float32 \[4, 40\], got float32 \[4, 39\]"):
+            kiln.moe_combine_rms_norm_residual(kiln.tensor(y), r, kiln.tensor(res[:, :39]), kiln.tensor(w), 1e-6)
+        with self.assertRaisesRegex(kiln.Error, r"weight must be float32 \[40\]"):
+            kiln.moe_combine_rms_norm_residual(kiln.tensor(y), r, kiln.tensor(res), kiln.tensor(w[:5]), 1e-6)
+
     def test_bad_input_raises(self):
         with self.assertRaisesRegex(kiln.Error, r"k = 9 must be in \[1, 8\]"):
             kiln.moe_route(kiln.zeros((2, 8)), 9)

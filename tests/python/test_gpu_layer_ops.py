@@ -12,11 +12,14 @@ class LayerOps(TorchParityBase):
         F = torch.nn.functional
         for dt in (torch.float32, torch.bfloat16, torch.float16):
             tol = 1e-5 if dt == torch.float32 else 1e-2
-            for shape in [(1, 2048), (7, 4096), (3, 5, 100)]:
+            # rows of 16-byte vectors up to 256 x 4 of them go to the register kernel, others to the loop
+            for shape in [(1, 2048), (7, 4096), (3, 5, 100), (2, 24), (2, 8192), (1, 8200)]:
                 x, r = torch.randn(*shape, device=DEV, dtype=dt), torch.randn(*shape, device=DEV, dtype=dt)
                 w = torch.randn(shape[-1], device=DEV, dtype=dt)
                 ref = F.rms_norm(x.float(), (shape[-1],), w.float(), 1e-6).to(dt)
                 self.assertSame(KF.rms_norm(k(x), (shape[-1],), k(w), 1e-6), ref, rtol=tol, atol=tol)
+                self.assertSame(KF.rms_norm(k(x), (shape[-1],), None, 1e-6),
+                                F.rms_norm(x.float(), (shape[-1],), None, 1e-6).to(dt), rtol=tol, atol=tol)
                 y, s = kiln.rms_norm_residual(k(x), k(r), k(w), 1e-6)
                 self.assertSame(s, x + r)
                 self.assertSame(y, F.rms_norm((x + r).float(), (shape[-1],), w.float(), 1e-6).to(dt), rtol=tol, atol=tol)

@@ -24,7 +24,9 @@ class Routing(TorchParityBase):
         self.assertSame(KF.embedding(k(ids), k(w)), torch.nn.functional.embedding(ids, w))
 
     def test_router_against_torch(self):
-        for tokens, E, kk in [(1, 128, 8), (512, 128, 8), (64, 256, 8), (5, 1024, 32), (9, 20, 3)]:
+        # up to 32 tokens one block routes and places; past that three kernels (zeroing, routing, placing)
+        for tokens, E, kk in [(1, 128, 8), (512, 128, 8), (64, 256, 8), (5, 1024, 32), (9, 20, 3), (32, 128, 8),
+                              (33, 64, 4), (32, 1024, 32)]:
             for dt in (torch.float32, torch.bfloat16):
                 logits = torch.randn(tokens, E, device=DEV).to(dt)
                 bias = torch.randn(E, device=DEV) * 0.1
@@ -50,6 +52,26 @@ class Routing(TorchParityBase):
                     self.assertTrue(torch.equal(tok[pos], torch.arange(tokens, device=DEV)[:, None].expand(-1, kk)))
                     ends = counts.cumsum(0)[e_ref]
                     self.assertTrue(bool(((pos < ends) & (pos >= ends - counts[e_ref])).all()), msg)
+
+    def test_combine_rms_norm_residual_equals_the_ops_in_sequence(self):
+        for tokens, E, kk, N in [(1, 128, 8, 2048), (5, 16, 4, 300), (40, 64, 8, 512)]:
+            logits = torch.randn(tokens, E, device=DEV)
+            y = torch.randn(tokens * kk, N, device=DEV, dtype=torch.bfloat16)
+            res = torch.randn(tokens, N, device=DEV, dtype=torch.bfloat16)
+            w = torch.randn(N, device=DEV, dtype=torch.bfloat16)
+            r = kiln.moe_route(k(logits), kk)
+            h, res_out = kiln.moe_combine_rms_norm_residual(k(y), r, k(res), k(w), 1e-6)
+            h_seq, res_seq = kiln.rms_norm_residual(kiln.moe_combine(k(y), r), k(res), k(w), 1e-6)
+            msg = f"{tokens} tokens, N {N}"
+            torch.testing.assert_close(T(res_out), T(res_seq), rtol=0, atol=0, msg=msg)
+            torch.testing.assert_close(T(h), T(h_seq), rtol=0, atol=0, msg=msg)
+            # and against torch: the combine from the routing's weights and positions, then the norm
+            wr, pos = T(r.weights), T(r.sorted_pos).long()
+            comb = (wr[:, :, None] * y[pos].float()).sum(1).to(torch.bfloat16)
+            s = (comb.float() + res.float()).to(torch.bfloat16)
+            torch.testing.assert_close(T(res_out), s, rtol=1e-2, atol=1e-2, msg=msg)
+            ref = torch.nn.functional.rms_norm(s.float(), (N,), w.float(), 1e-6)
+            torch.testing.assert_close(T(h).float(), ref, rtol=2e-2, atol=2e-2, msg=msg)
 
     def test_moe_layer_against_torch(self):
         tokens, E, kk, H, N = 37, 16, 4, 256, 128
