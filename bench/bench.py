@@ -408,6 +408,32 @@ def linalg_cases():
         kM = k(M)
         c.append(Case("linalg", f"lu_factor 1024 x 64x64 {str(dt)[6:]}", 2.0 * M.numel() * size,
                       lambda kM=kM: kiln.linalg.lu_factor_ex(kM), lambda M=M: torch.linalg.lu_factor_ex(M)))
+    # large single matrices: cuSOLVER on both sides (FLOP rates: LAPACK's operation counts)
+    n = 4096
+    G = torch.randn(n, n, device="cuda")
+    kG = k(G)
+    c.append(Case("linalg", f"lu_factor {n}x{n} f32", 8.0 * n * n, lambda: kiln.linalg.lu_factor_ex(kG),
+                  lambda: torch.linalg.lu_factor_ex(G), flops=2.0 / 3.0 * n ** 3))
+    n = 2048
+    Q = torch.randn(n, n, device="cuda")
+    kQ = k(Q)
+    c.append(Case("linalg", f"qr {n}x{n} f32", 12.0 * n * n, lambda: kiln.linalg.qr(kQ), lambda: torch.linalg.qr(Q),
+                  flops=8.0 / 3.0 * n ** 3))  # geqrf + orgqr
+    Qc = torch.randn(1024, 1024, device="cuda", dtype=torch.complex64)
+    kQc = k(Qc)
+    c.append(Case("linalg", "qr 1024x1024 c64", 24.0 * 1024 * 1024, lambda: kiln.linalg.qr(kQc),
+                  lambda: torch.linalg.qr(Qc), flops=4 * 8.0 / 3.0 * 1024 ** 3))
+    n = 512
+    S = torch.randn(n, n, device="cuda")
+    kS = k(S)
+    c.append(Case("linalg", f"svd {n}x{n} f32", 16.0 * n * n, lambda: kiln.linalg.svd(kS, full_matrices=False),
+                  lambda: torch.linalg.svd(S, full_matrices=False)))
+    c.append(Case("linalg", f"svdvals {n}x{n} f32", 4.0 * n * n, lambda: kiln.linalg.svdvals(kS),
+                  lambda: torch.linalg.svdvals(S)))
+    R = torch.randn(2048, 64, device="cuda")
+    kR = k(R)
+    c.append(Case("linalg", "solve 2048x2048, 64 rhs f32", 4.0 * 2048 * (2048 + 128),
+                  lambda: kiln.linalg.solve(kQ, kR), lambda: torch.linalg.solve(Q, R)))
     return c
 
 

@@ -24,7 +24,7 @@ build_module() {
   done
   wait
   c++ -shared "${objs[@]}" $G/libkiln.a $G/liblapacke.a $G/lib/libhwy.so.1 $G/lib/libopenblas.so.0 -fopenmp -L"$CUDA_LIB" \
-    -lcudart_static -lcublas -lcublasLt -ldl -lrt -lpthread -Wl,-rpath,$G/lib:"$CUDA_LIB" -o $out/kiln/_kiln$ext
+    -lcudart_static -lcublas -lcublasLt -lcusolver -ldl -lrt -lpthread -Wl,-rpath,$G/lib:"$CUDA_LIB" -o $out/kiln/_kiln$ext
   export PYTHONPATH=$out
 }
 

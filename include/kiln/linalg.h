@@ -1,7 +1,10 @@
 // kiln::linalg: torch.linalg's LU family for float32 and complex64, batched over
 // any leading dims (batch dims of two operands broadcast). Pivots are int32 and
 // 1-based, as LAPACK's. The CPU runs LAPACK (through LAPACKE / OpenBLAS) one
-// matrix per thread; CUDA is not there yet and says so.
+// matrix per thread; CUDA runs kiln's own kernels for batches of small matrices
+// (inverses up to 4 x 4, LU and float32 triangular solves up to 64 x 64) and
+// cuSOLVER / cuBLAS beyond them. Not on CUDA yet (they say so): lstsq, and pinv
+// of complex64.
 #pragma once
 
 #include <optional>

@@ -1,7 +1,8 @@
 // Front doors of kiln::linalg's LU family: arguments checked once (dtype,
 // device, shapes, pivots), batch dims flattened (and broadcast between two
-// operands), owned contiguous copies handed to the CPU kernels, results shaped
-// back. Messages for singular input follow torch's.
+// operands), contiguous copies handed to the CPU (LAPACK) or CUDA (small-matrix
+// kernels, cuSOLVER) backend, results shaped back. Messages for singular input
+// follow torch's.
 #include "kiln/linalg.h"
 
 #include "core/check.h"
@@ -13,6 +14,7 @@
 #if KILN_WITH_CUDA
 #include "core/backend.h"
 #include "cuda/linalg_small.h"
+#include "cuda/linalg_solver.h"
 #endif
 
 namespace kiln::linalg {
@@ -23,26 +25,24 @@ LuFactorExResult lu_factor_ex(const Tensor& A, bool pivot) {
   if (!pivot) KILN_NOT_IMPLEMENTED(op, ": pivot=False is not supported (torch has it on CUDA only)");
   const Shape batch = batch_shape(A, 2);
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  Tensor pivots = Tensor::empty({shape_numel(batch), k}, DType::Int32, A.device());
+  Tensor info = zeros({shape_numel(batch)}, DType::Int32, A.device());
+  Tensor lu;
   if (A.is_cuda()) {
 #if KILN_WITH_CUDA
-    // CUDA: matrices up to 64 x 64, a block per matrix (cuSOLVER for larger ones is not there yet)
-    if (m > 64 || n > 64)
-      KILN_NOT_IMPLEMENTED(op, " on CUDA is not implemented yet for matrices larger than 64 x 64 (got ", m, " x ", n,
-                           "); move A to the CPU");
     Tensor a = contiguous_batch(A, batch);
-    Tensor lu = Tensor::empty(a.shape(), A.dtype(), A.device());
-    Tensor pivots = Tensor::empty({a.size(0), k}, DType::Int32, A.device());
-    Tensor info = zeros({a.size(0)}, DType::Int32, A.device());
+    lu = Tensor::empty(a.shape(), A.dtype(), A.device());
     cuda_backend::DeviceGuard guard(A.device().index);
-    if (lu.numel() > 0) cuda_backend::small_lu_factor(a, lu, pivots, info);
-    return {lu.reshape(A.shape()), pivots.reshape(concat(batch, {k})), info.reshape(batch)};
+    // up to 64 x 64: a block per matrix in shared memory; larger ones: cuSOLVER's getrf
+    if (lu.numel() > 0 && m <= 64 && n <= 64)
+      cuda_backend::small_lu_factor(a, lu, pivots, info);
+    else if (lu.numel() > 0)
+      cuda_backend::solver_lu_factor(a, lu, pivots, info);
 #endif
+  } else {
+    lu = owned_batch(A, batch);
+    if (lu.numel() > 0) cpu::lu_factor_batched(lu, pivots, info);
   }
-  check_matrix(op, A, "A", false);
-  Tensor lu = owned_batch(A, batch);
-  Tensor pivots = Tensor::empty({lu.size(0), k}, DType::Int32, A.device());
-  Tensor info = zeros({lu.size(0)}, DType::Int32, A.device());
-  if (lu.numel() > 0) cpu::lu_factor_batched(lu, pivots, info);
   return {lu.reshape(A.shape()), pivots.reshape(concat(batch, {k})), info.reshape(batch)};
 }
 
@@ -56,13 +56,20 @@ LuFactorResult lu_factor(const Tensor& A, bool pivot) {
 }
 
 LuResult lu(const Tensor& A, bool pivot) {
-  check_matrix("linalg.lu", A, "A", false);
+  check_matrix_args("linalg.lu", A, "A", false);
   LuFactorExResult f = lu_factor_ex(A, pivot);
   const Shape batch = batch_shape(A, 2);
   const int64_t b = shape_numel(batch), m = A.size(-2), n = A.size(-1), k = std::min(m, n);
   Tensor P = zeros({b, m, m}, A.dtype(), A.device()), L = zeros({b, m, k}, A.dtype(), A.device());
   Tensor U = zeros({b, k, n}, A.dtype(), A.device());
-  if (b > 0) cpu::lu_unpack_batched(f.LU.reshape({b, m, n}), f.pivots.reshape({b, k}), P, L, U);
+  if (b > 0 && A.is_cuda()) {
+#if KILN_WITH_CUDA
+    cuda_backend::DeviceGuard guard(A.device().index);
+    cuda_backend::lu_unpack(f.LU.reshape({b, m, n}), f.pivots.reshape({b, k}), P, L, U);
+#endif
+  } else if (b > 0) {
+    cpu::lu_unpack_batched(f.LU.reshape({b, m, n}), f.pivots.reshape({b, k}), P, L, U);
+  }
   return {P.reshape(concat(batch, {m, m})), L.reshape(concat(batch, {m, k})), U.reshape(concat(batch, {k, n}))};
 }
 
@@ -75,17 +82,26 @@ Tensor solve_with_lu(const Tensor& LU, const Tensor& pivots, const Tensor& B, bo
   const Shape batch = broadcast_shapes(batch_shape(LU, 2), batch_shape(B, 2));
   Tensor lu = contiguous_batch(LU, batch);
   Tensor piv = pivots.unsqueeze(-1).expand(concat(batch, {n, 1})).contiguous().reshape({lu.size(0), n});
+  const Shape out_shape = concat(batch, {B.size(-2), B.size(-1)});
+  if (LU.is_cuda()) {
+#if KILN_WITH_CUDA
+    Tensor b = contiguous_batch(B, batch);
+    if (b.numel() == 0 || n == 0) return b.clone().reshape(out_shape);
+    cuda_backend::DeviceGuard guard(LU.device().index);
+    return cuda_backend::solver_lu_solve(lu, piv, b, left, adjoint).reshape(out_shape);
+#endif
+  }
   Tensor x = owned_batch(B, batch);
   if (x.numel() > 0) cpu::lu_solve_batched(lu, piv, x, left, adjoint);
-  return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
+  return x.reshape(out_shape);
 }
 
 }  // namespace
 
 Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool left, bool adjoint) {
   constexpr const char* op = "linalg.lu_solve";
-  check_matrix(op, LU, "LU", true);
-  check_matrix(op, B, "B", false);
+  check_matrix_args(op, LU, "LU", true);
+  check_matrix_args(op, B, "B", false);
   check_pair(op, LU, B);
   check_defined(op, pivots);
   check_same_device(op, LU, pivots);
@@ -103,39 +119,43 @@ Tensor lu_solve(const Tensor& LU, const Tensor& pivots, const Tensor& B, bool le
 
 Tensor solve_triangular(const Tensor& A, const Tensor& B, bool upper, bool left, bool unitriangular) {
   constexpr const char* op = "linalg.solve_triangular";
-#if KILN_WITH_CUDA
-  // CUDA: float32 systems up to 64 x 64 solved from the left, a warp per system
-  if (A.defined() && B.defined() && A.is_cuda() && B.device() == A.device() && A.dtype() == DType::Float32 &&
-      B.dtype() == DType::Float32 && left && A.dim() >= 2 && B.dim() >= 2 && A.size(-1) == A.size(-2) &&
-      A.size(-1) >= 1 && A.size(-1) <= 64 && B.size(-2) == A.size(-1)) {
-    const Shape batch = broadcast_shapes(batch_shape(A, 2), batch_shape(B, 2));
-    Tensor a = contiguous_batch(A, batch), b = contiguous_batch(B, batch);
-    Tensor x = Tensor::empty(b.shape(), DType::Float32, A.device());
-    cuda_backend::DeviceGuard guard(A.device().index);
-    cuda_backend::small_triangular_solve(a, b, x, upper, unitriangular);
-    return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
-  }
-#endif
-  check_matrix(op, A, "A", true);
-  check_matrix(op, B, "B", false);
+  check_matrix_args(op, A, "A", true);
+  check_matrix_args(op, B, "B", false);
   check_pair(op, A, B);
   check_solve_fits(op, "A", A, B, left);
   const Shape batch = broadcast_shapes(batch_shape(A, 2), batch_shape(B, 2));
-  Tensor a = contiguous_batch(A, batch);  // trsm only reads it
+  const Shape out_shape = concat(batch, {B.size(-2), B.size(-1)});
+  const int64_t n = A.size(-1);
+  Tensor a = contiguous_batch(A, batch);  // only read
+  if (A.is_cuda()) {
+#if KILN_WITH_CUDA
+    cuda_backend::DeviceGuard guard(A.device().index);
+    // float32 systems up to 64 x 64 solved from the left: a warp per system; the rest: cuBLAS trsm
+    if (A.dtype() == DType::Float32 && left && n >= 1 && n <= 64) {
+      Tensor b = contiguous_batch(B, batch);
+      Tensor x = Tensor::empty(b.shape(), DType::Float32, A.device());
+      cuda_backend::small_triangular_solve(a, b, x, upper, unitriangular);
+      return x.reshape(out_shape);
+    }
+    Tensor x = owned_batch(B, batch);
+    cuda_backend::solver_triangular_solve(a, x, upper, left, unitriangular);
+    return x.reshape(out_shape);
+#endif
+  }
   Tensor x = owned_batch(B, batch);
   if (x.numel() > 0) cpu::triangular_solve_batched(a, x, upper, left, unitriangular);
-  return x.reshape(concat(batch, {B.size(-2), B.size(-1)}));
+  return x.reshape(out_shape);
 }
 
 Tensor solve(const Tensor& A, const Tensor& B, bool left) {
   constexpr const char* op = "linalg.solve";
-  check_matrix(op, A, "A", true);
+  check_matrix_args(op, A, "A", true);
   check_defined(op, B);
   check_pair(op, A, B);
   // torch's rule: B is a (batch of) vector(s) when it is 1-D or has A's shape without the last dim
   const bool vector = B.dim() == 1 || (B.dim() == A.dim() - 1 && B.shape() == batch_shape(A, 1));
   const Tensor b = vector ? B.unsqueeze(left ? -1 : -2) : B;
-  check_matrix(op, b, "B", false);
+  check_matrix_args(op, b, "B", false);
   check_solve_fits(op, "A", A, b, left);
   LuFactorExResult f = lu_factor_ex(A);
   const int64_t failed = first_failure(f.info).first;
@@ -175,40 +195,63 @@ Tensor inv_small_cuda(const Tensor& A) {
 
 Tensor inv(const Tensor& A) {
   constexpr const char* op = "linalg.inv";
+  check_matrix_args(op, A, "A", true);
+  const int64_t n = A.size(-1);
 #if KILN_WITH_CUDA
-  if (A.defined() && A.is_cuda() && A.dtype() == DType::Float32 && A.dim() >= 2 && A.size(-1) == A.size(-2) &&
-      A.size(-1) >= 1 && A.size(-1) <= 4)
-    return inv_small_cuda(A);
+  if (A.is_cuda() && A.dtype() == DType::Float32 && n >= 1 && n <= 4) return inv_small_cuda(A);
 #endif
-  check_matrix(op, A, "A", true);
   LuFactorExResult f = lu_factor_ex(A);
   const Tensor info = f.info.reshape({-1});
   check_invertible(info, f.info.shape());
-  const int64_t n = A.size(-1), b = info.numel();
+  const int64_t b = info.numel();
+  if (A.is_cuda()) {
+#if KILN_WITH_CUDA
+    Tensor eye = zeros({b, n, n}, A.dtype(), A.device());
+    cuda_backend::DeviceGuard guard(A.device().index);
+    cuda_backend::set_identity(eye);
+    return solve_with_lu(f.LU, f.pivots, eye.reshape(A.shape()), /*left=*/true, /*adjoint=*/false);
+#endif
+  }
   Tensor lu = f.LU.reshape({b, n, n});  // owned by f, contiguous
   if (lu.numel() > 0) cpu::inverse_from_lu_batched(lu, f.pivots.reshape({b, n}));
   return lu.reshape(A.shape());
 }
 
 Tensor det(const Tensor& A) {
-  check_matrix("linalg.det", A, "A", true);
+  check_matrix_args("linalg.det", A, "A", true);
   const Shape batch = batch_shape(A, 2);
   const int64_t n = A.size(-1), b = shape_numel(batch);
   if (n == 0) return ones(batch, A.dtype(), A.device());  // the empty product
   LuFactorExResult f = lu_factor_ex(A);
   Tensor out = Tensor::empty({b}, A.dtype(), A.device());
-  if (b > 0) cpu::det_from_lu_batched(f.LU.reshape({b, n, n}), f.pivots.reshape({b, n}), out);
+  const Tensor lu = f.LU.reshape({b, n, n}), piv = f.pivots.reshape({b, n});
+  if (b > 0 && A.is_cuda()) {
+#if KILN_WITH_CUDA
+    cuda_backend::DeviceGuard guard(A.device().index);
+    cuda_backend::lu_determinants(lu, piv, out, Tensor(), Tensor());
+#endif
+  } else if (b > 0) {
+    cpu::det_from_lu_batched(lu, piv, out);
+  }
   return out.reshape(batch);
 }
 
 SlogdetResult slogdet(const Tensor& A) {
-  check_matrix("linalg.slogdet", A, "A", true);
+  check_matrix_args("linalg.slogdet", A, "A", true);
   const Shape batch = batch_shape(A, 2);
   const int64_t n = A.size(-1), b = shape_numel(batch);
   if (n == 0) return {ones(batch, A.dtype(), A.device()), zeros(batch, DType::Float32, A.device())};
   LuFactorExResult f = lu_factor_ex(A);
   Tensor sign = Tensor::empty({b}, A.dtype(), A.device()), logabs = Tensor::empty({b}, DType::Float32, A.device());
-  if (b > 0) cpu::slogdet_from_lu_batched(f.LU.reshape({b, n, n}), f.pivots.reshape({b, n}), sign, logabs);
+  const Tensor lu = f.LU.reshape({b, n, n}), piv = f.pivots.reshape({b, n});
+  if (b > 0 && A.is_cuda()) {
+#if KILN_WITH_CUDA
+    cuda_backend::DeviceGuard guard(A.device().index);
+    cuda_backend::lu_determinants(lu, piv, Tensor(), sign, logabs);
+#endif
+  } else if (b > 0) {
+    cpu::slogdet_from_lu_batched(lu, piv, sign, logabs);
+  }
   return {sign.reshape(batch), logabs.reshape(batch)};
 }
 

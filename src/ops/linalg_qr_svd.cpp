@@ -5,7 +5,13 @@
 
 #include "cpu/lapack.h"
 #include "kiln/linalg.h"
+#include "kiln/ops.h"
 #include "ops/linalg_common.h"
+
+#if KILN_WITH_CUDA
+#include "core/backend.h"
+#include "cuda/linalg_solver.h"
+#endif
 
 namespace kiln::linalg {
 
@@ -13,8 +19,29 @@ namespace {
 
 Tensor identity_batch(int64_t b, int64_t m, int64_t n, DType dtype, Device device) {
   Tensor t = zeros({b, m, n}, dtype, device);
-  if (t.numel() > 0) cpu::set_identity_batched(t);
+  if (t.numel() == 0) return t;
+  if (device.is_cuda()) {
+#if KILN_WITH_CUDA
+    cuda_backend::DeviceGuard guard(device.index);
+    cuda_backend::set_identity(t);
+#endif
+  } else {
+    cpu::set_identity_batched(t);
+  }
   return t;
+}
+
+// a (an owned [b, m, n] batch, overwritten) = U diag(S) Vh on its device; U and Vh
+// undefined for the values alone.
+void singular_value_decomposition(const Tensor& a, const Tensor& U, const Tensor& S, const Tensor& Vh) {
+  if (a.is_cuda()) {
+#if KILN_WITH_CUDA
+    cuda_backend::DeviceGuard guard(a.device().index);
+    cuda_backend::solver_svd(a, U, S, Vh);
+#endif
+  } else {
+    cpu::svd_batched(a, U, S, Vh);
+  }
 }
 
 }  // namespace
@@ -23,21 +50,28 @@ QrResult qr(const Tensor& A, const std::string& mode) {
   constexpr const char* op = "linalg.qr";
   KILN_CHECK(mode == "reduced" || mode == "complete" || mode == "r", op,
              ": mode must be 'reduced', 'complete' or 'r', got '", mode, "'");
-  check_matrix(op, A, "A", false);
+  check_matrix_args(op, A, "A", false);
   const Shape batch = batch_shape(A, 2);
   const int64_t b = shape_numel(batch), m = A.size(-2), n = A.size(-1), k = std::min(m, n);
   const int64_t rows_r = mode == "complete" ? m : k, cols_q = mode == "complete" ? m : k;
   Tensor a = owned_batch(A, batch);
   Tensor R = zeros({b, rows_r, n}, A.dtype(), A.device());
   Tensor Q = mode == "r" ? Tensor() : identity_batch(b, m, cols_q, A.dtype(), A.device());
-  if (a.numel() > 0) cpu::qr_batched(a, Q, R);
+  if (a.numel() > 0 && A.is_cuda()) {
+#if KILN_WITH_CUDA
+    cuda_backend::DeviceGuard guard(A.device().index);
+    cuda_backend::solver_qr(a, Q, R);
+#endif
+  } else if (a.numel() > 0) {
+    cpu::qr_batched(a, Q, R);
+  }
   return {mode == "r" ? Tensor::empty({0}, A.dtype(), A.device()) : Q.reshape(concat(batch, {m, cols_q})),
           R.reshape(concat(batch, {rows_r, n}))};
 }
 
 SvdResult svd(const Tensor& A, bool full_matrices) {
   constexpr const char* op = "linalg.svd";
-  check_matrix(op, A, "A", false);
+  check_matrix_args(op, A, "A", false);
   const Shape batch = batch_shape(A, 2);
   const int64_t b = shape_numel(batch), m = A.size(-2), n = A.size(-1), k = std::min(m, n);
   const int64_t ucols = full_matrices ? m : k, vrows = full_matrices ? n : k;
@@ -45,24 +79,26 @@ SvdResult svd(const Tensor& A, bool full_matrices) {
   Tensor U = identity_batch(b, m, ucols, A.dtype(), A.device());
   Tensor Vh = identity_batch(b, vrows, n, A.dtype(), A.device());
   Tensor S = zeros({b, k}, DType::Float32, A.device());
-  if (a.numel() > 0) cpu::svd_batched(a, U, S, Vh);
+  if (a.numel() > 0) singular_value_decomposition(a, U, S, Vh);
   return {U.reshape(concat(batch, {m, ucols})), S.reshape(concat(batch, {k})), Vh.reshape(concat(batch, {vrows, n}))};
 }
 
 Tensor svdvals(const Tensor& A) {
   constexpr const char* op = "linalg.svdvals";
-  check_matrix(op, A, "A", false);
+  check_matrix_args(op, A, "A", false);
   const Shape batch = batch_shape(A, 2);
   const int64_t b = shape_numel(batch), k = std::min(A.size(-2), A.size(-1));
   Tensor a = owned_batch(A, batch);
   Tensor S = zeros({b, k}, DType::Float32, A.device());
-  if (a.numel() > 0) cpu::svd_batched(a, Tensor(), S, Tensor());
+  if (a.numel() > 0) singular_value_decomposition(a, Tensor(), S, Tensor());
   return S.reshape(concat(batch, {k}));
 }
 
 Tensor pinv(const Tensor& A, std::optional<double> atol, std::optional<double> rtol, bool hermitian) {
   constexpr const char* op = "linalg.pinv";
-  check_matrix(op, A, "A", false);
+  check_matrix_args(op, A, "A", false);
+  if (A.is_cuda() && A.dtype() == DType::Complex64)
+    KILN_NOT_IMPLEMENTED(op, " on CUDA is not implemented yet for complex64 (float32 is); move A to the CPU");
   KILN_CHECK(atol.value_or(0.0) >= 0.0 && rtol.value_or(0.0) >= 0.0, op, ": atol and rtol must be non-negative, got ",
              atol.value_or(0.0), " and ", rtol.value_or(0.0));
   (void)hermitian;
@@ -72,6 +108,15 @@ Tensor pinv(const Tensor& A, std::optional<double> atol, std::optional<double> r
   const SvdResult r = svd(A, false);
   const Shape batch = batch_shape(A, 2);
   const int64_t b = shape_numel(batch), k = std::min(m, n);
+  if (A.is_cuda()) {  // float32: Vh^T diag(1/s, cut at the tolerance) U^T, on the device
+    if (b * k == 0) return zeros(concat(batch, {n, m}), A.dtype(), A.device());
+    const Tensor s = r.S.reshape({b, 1, k});
+    Tensor tol = mul(amax(s, {2}, true), rt);
+    tol = where(gt(tol, Scalar(atol.value_or(0.0))), tol, Scalar(atol.value_or(0.0)));
+    const Tensor inv_s = where(gt(s, tol), div(ones_like(s), s), Scalar(0.0));
+    const Tensor v = r.Vh.reshape({b, k, n}).transpose(1, 2), ut = r.U.reshape({b, m, k}).transpose(1, 2);
+    return matmul(mul(v, inv_s), ut).reshape(concat(batch, {n, m}));
+  }
   Tensor out = zeros({b, n, m}, A.dtype(), A.device());
   if (out.numel() > 0)
     cpu::pinv_from_svd(r.U.reshape({b, m, k}).contiguous(), r.S.reshape({b, k}).contiguous(),
@@ -83,7 +128,7 @@ LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond,
   constexpr const char* op = "linalg.lstsq";
   KILN_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss", op,
              ": driver must be one of gels, gelsy, gelsd, gelss on the CPU, got '", driver, "'");
-  check_matrix(op, A, "A", false);
+  check_matrix(op, A, "A", false);  // lstsq on CUDA: not yet (torch's CUDA has gels alone)
   check_defined(op, B);
   check_pair(op, A, B);
   const bool vector = B.dim() == 1 || (B.dim() == A.dim() - 1 && B.shape() == batch_shape(A, 1));

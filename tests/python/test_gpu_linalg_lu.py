@@ -55,14 +55,13 @@ class LinalgAgainstTorch(unittest.TestCase):
             with self.assertRaisesRegex(RuntimeError, "is zero"):
                 fn(A)
 
-    def test_cuda_input_says_it_is_not_there_yet(self):
-        with self.assertRaisesRegex(kiln.NotImplementedError,
-                                    "linalg.lu_factor_ex on CUDA is not implemented yet for matrices larger than 64"):
-            kiln.linalg.lu_factor(k(torch.eye(65, device=DEV)))
-        with self.assertRaisesRegex(kiln.NotImplementedError, "linalg.inv on CUDA is not implemented yet"):
-            kiln.linalg.inv(k(torch.eye(5, device=DEV)))
-        with self.assertRaisesRegex(kiln.NotImplementedError, "linalg.lu on CUDA is not implemented yet"):
-            kiln.linalg.lu(k(torch.eye(3, device=DEV)))
+    def test_sizes_past_the_small_kernels_take_cusolver(self):
+        # 65: one past the shared-memory LU; 5: one past the small inverse (test_gpu_linalg_solver.py has the rest)
+        A = torch.randn(65, 65, device=DEV) + 8 * torch.eye(65, device=DEV)
+        P, L, U = (T(t) for t in kiln.linalg.lu(k(A)))
+        torch.testing.assert_close(P @ L @ U, A, rtol=1e-4, atol=1e-4)
+        A5 = A[:5, :5].contiguous()
+        torch.testing.assert_close(T(kiln.linalg.inv(k(A5))), torch.linalg.inv(A5), rtol=1e-4, atol=1e-5)
 
     def test_small_lu_factor_on_cuda_matches_lapack(self):
         for dt in (torch.float32, torch.complex64):
@@ -106,9 +105,6 @@ class LinalgAgainstTorch(unittest.TestCase):
                     want = torch.linalg.solve_triangular(A.double(), B.double(), upper=upper, unitriangular=unit)
                     torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4,
                                                msg=f"n={n} k={kk} upper={upper} unit={unit}")
-        with self.assertRaisesRegex(kiln.NotImplementedError, "linalg.solve_triangular on CUDA is not implemented"):
-            kiln.linalg.solve_triangular(k(torch.eye(3, device=DEV)), k(torch.ones(2, 3, device=DEV)), upper=True,
-                                         left=False)
 
     def test_small_inverses_on_cuda_match_torch(self):
         for n in (1, 2, 3, 4):
