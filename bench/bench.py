@@ -432,6 +432,13 @@ def linalg_cases():
                   lambda: torch.linalg.svdvals(S)))
     R = torch.randn(2048, 64, device="cuda")
     kR = k(R)
+    # solve's two halves apart
+    c.append(Case("linalg", "lu_factor 2048x2048 f32", 8.0 * 2048 * 2048, lambda: kiln.linalg.lu_factor_ex(kQ),
+                  lambda: torch.linalg.lu_factor_ex(Q), flops=2.0 / 3.0 * 2048 ** 3))
+    LUQ, PQ = torch.linalg.lu_factor(Q)
+    kLUQ, kPQ = k(LUQ), k(PQ)
+    c.append(Case("linalg", "lu_solve 2048x2048, 64 rhs f32", 4.0 * 2048 * (2048 + 128),
+                  lambda: kiln.linalg.lu_solve(kLUQ, kPQ, kR), lambda: torch.linalg.lu_solve(LUQ, PQ, R)))
     c.append(Case("linalg", "solve 2048x2048, 64 rhs f32", 4.0 * 2048 * (2048 + 128),
                   lambda: kiln.linalg.solve(kQ, kR), lambda: torch.linalg.solve(Q, R)))
     return c

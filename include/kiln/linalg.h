@@ -3,8 +3,7 @@
 // 1-based, as LAPACK's. The CPU runs LAPACK (through LAPACKE / OpenBLAS) one
 // matrix per thread; CUDA runs kiln's own kernels for batches of small matrices
 // (inverses up to 4 x 4, LU and float32 triangular solves up to 64 x 64) and
-// cuSOLVER / cuBLAS beyond them. Not on CUDA yet (they say so): lstsq, and pinv
-// of complex64.
+// cuSOLVER / cuBLAS beyond them. Not on CUDA yet (it says so): pinv of complex64.
 #pragma once
 
 #include <optional>
@@ -68,10 +67,11 @@ Tensor svdvals(const Tensor& A);
 // count as zero; rtol defaults to eps * max(m, n) unless atol > 0 is given. hermitian
 // only names the algorithm torch would use; the result is the same.
 Tensor pinv(const Tensor& A, std::optional<double> atol = {}, std::optional<double> rtol = {}, bool hermitian = false);
-// torch.linalg.lstsq (CPU drivers gels, gelsy (default), gelsd, gelss); rcond defaults
-// to eps * max(m, n); B may be a batch of vectors.
+// torch.linalg.lstsq: CPU drivers gels, gelsy (the default), gelsd, gelss; CUDA has
+// gels (QR, for full-rank A) alone, as torch's. rcond defaults to eps * max(m, n);
+// B may be a batch of vectors.
 LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond = {},
-                  const std::string& driver = "gelsy");
+                  const std::optional<std::string>& driver = {});
 
 // ---- backward formulas (vector-Jacobian products), for the autograd to come ----
 // Given the gradient of a real loss with respect to an op's output, its gradient with

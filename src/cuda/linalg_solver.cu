@@ -104,6 +104,34 @@ cusolverStatus_t gesvd(cusolverDnHandle_t h, signed char job, int m, int n, cuCo
   return cusolverDnCgesvd(h, job, job, m, n, a, m, s, u, ldu, vt, ldvt, w, lw, rwork, info);
 }
 
+cusolverStatus_t ormqr_size(cusolverDnHandle_t h, cublasOperation_t op, int m, int n, int k, const float* a, int lda,
+                            const float* tau, const float* c, int ldc, int* lw) {
+  return cusolverDnSormqr_bufferSize(h, CUBLAS_SIDE_LEFT, op, m, n, k, a, lda, tau, c, ldc, lw);
+}
+cusolverStatus_t ormqr_size(cusolverDnHandle_t h, cublasOperation_t op, int m, int n, int k, const cuComplex* a,
+                            int lda, const cuComplex* tau, const cuComplex* c, int ldc, int* lw) {
+  return cusolverDnCunmqr_bufferSize(h, CUBLAS_SIDE_LEFT, op, m, n, k, a, lda, tau, c, ldc, lw);
+}
+cusolverStatus_t ormqr(cusolverDnHandle_t h, cublasOperation_t op, int m, int n, int k, const float* a, int lda,
+                       const float* tau, float* c, int ldc, float* w, int lw, int* info) {
+  return cusolverDnSormqr(h, CUBLAS_SIDE_LEFT, op, m, n, k, a, lda, tau, c, ldc, w, lw, info);
+}
+cusolverStatus_t ormqr(cusolverDnHandle_t h, cublasOperation_t op, int m, int n, int k, const cuComplex* a, int lda,
+                       const cuComplex* tau, cuComplex* c, int ldc, cuComplex* w, int lw, int* info) {
+  return cusolverDnCunmqr(h, CUBLAS_SIDE_LEFT, op, m, n, k, a, lda, tau, c, ldc, w, lw, info);
+}
+// column-major upper-triangular solve from the left, in place on b (m x n, ld ldb)
+cublasStatus_t trsm_upper_left(cublasHandle_t h, cublasOperation_t op, int m, int n, const float* a, int lda,
+                               float* b, int ldb) {
+  const float one = 1.0f;
+  return cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, op, CUBLAS_DIAG_NON_UNIT, m, n, &one, a, lda, b, ldb);
+}
+cublasStatus_t trsm_upper_left(cublasHandle_t h, cublasOperation_t op, int m, int n, const cuComplex* a, int lda,
+                               cuComplex* b, int ldb) {
+  const cuComplex one = {1.0f, 0.0f};
+  return cublasCtrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, op, CUBLAS_DIAG_NON_UNIT, m, n, &one, a, lda, b, ldb);
+}
+
 cusolverStatus_t gesvdj_size(cusolverDnHandle_t h, cusolverEigMode_t job, int econ, int m, int n, const float* a,
                              const float* s, const float* u, const float* v, int* lw, gesvdjInfo_t p) {
   return cusolverDnSgesvdj_bufferSize(h, job, econ, m, n, a, m, s, u, m, v, n, lw, p);
@@ -263,6 +291,45 @@ __global__ void rescale_rows_kernel(float* s, const float* factor, int64_t batch
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < batch * k;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x)
     s[e] *= factor[e / k];
+}
+
+// residual[mat, j] = sum over rows n..m-1 of |x[mat][j][row]|^2 (x column-major m x k
+// per matrix): the squared residual of a least-squares solve, left below R by ormqr.
+// A warp per (matrix, column).
+template <class T>
+__global__ void tail_norms_kernel(const T* __restrict__ x, float* __restrict__ residual, int64_t columns, int m,
+                                  int n) {
+  const int64_t col = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (col >= columns) return;
+  const T* c = x + col * m;
+  float acc = 0.0f;
+  for (int r = n + lane; r < m; r += 32) {
+    if constexpr (std::is_same_v<T, float2>)
+      acc += c[r].x * c[r].x + c[r].y * c[r].y;
+    else
+      acc += c[r] * c[r];
+  }
+  for (int off = 16; off > 0; off /= 2) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) residual[col] = acc;
+}
+
+// pinv's middle factor: column j of each u [b, m, k] times 1/s_j where s_j exceeds
+// max(atol, rtol * s_0) (s descending), else zeroed.
+template <class T>
+__global__ void scale_by_pseudo_inverse_kernel(T* u, const float* __restrict__ s, int64_t batch, int m, int k,
+                                               float atol, float rtol) {
+  for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < batch * m * k;
+       e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t mat = e / (int64_t{m} * k);
+    const float* sm = s + mat * k;
+    const float sv = sm[e % k], tol = fmaxf(atol, rtol * sm[0]);
+    const float f = sv > tol ? 1.0f / sv : 0.0f;
+    if constexpr (std::is_same_v<T, float2>)
+      u[e] = {u[e].x * f, u[e].y * f};
+    else
+      u[e] *= f;
+  }
 }
 
 // LAPACK's row swaps, applied in order to the identity: row i of P A is row perm[i]
@@ -561,6 +628,61 @@ void set_identity(const Tensor& t) {
   KILN_CUDA_CHECK_LAUNCH();
 }
 
+template <class T>
+void lstsq_typed(const Tensor& a, const Tensor& x, const Tensor& residual) {
+  constexpr const char* op = "linalg.lstsq";
+  constexpr bool kComplex = std::is_same_v<T, cuComplex>;
+  using Elem = std::conditional_t<kComplex, float2, float>;
+  const int64_t batch = a.size(0);
+  const int m = as_int(op, a.size(1)), n = as_int(op, a.size(2)), k = as_int(op, x.size(2));
+  const int rows = std::max(m, n), p = std::min(m, n);
+  const cublasOperation_t adj = kComplex ? CUBLAS_OP_C : CUBLAS_OP_T;
+  // tall (m >= n): A = Q R, X = R^-1 (Q^H B)[:n]; wide: A^H = Q R, X = Q (R^-H B; 0),
+  // the solution of least norm. A's row-major memory is A^T column-major, so the
+  // wide case factors it, conjugated, in place of a transposed copy.
+  const bool tall = m >= n;
+  Tensor f = tall ? column_major(a) : a.clone();
+  if (!tall && kComplex) conjugate_(f);
+  const int fr = tall ? m : n;  // rows of the factored column-major matrix (its leading dimension)
+  Tensor bx = column_major(x);   // [b, k, rows]: column-major rows x k
+  Tensor tau = Tensor::empty({batch, p}, a.dtype(), a.device());
+  Tensor info = Tensor::empty({1}, DType::Int32, a.device());
+  cusolverDnHandle_t h = solver();
+  cublasHandle_t bh = blas();
+  KILN_CHECK(cublasSetStream(bh, current_stream()) == CUBLAS_STATUS_SUCCESS, op, ": cublasSetStream failed");
+  int lwork = 0, lwork_q = 0;
+  check_solver(geqrf_size(h, fr, p, ptr<T>(f), &lwork), "geqrf_bufferSize");
+  check_solver(ormqr_size(h, tall ? adj : CUBLAS_OP_N, rows, k, p, ptr<T>(f), fr, ptr<T>(tau), ptr<T>(bx), rows,
+                          &lwork_q),
+               "ormqr_bufferSize");
+  Tensor work = workspace<T>(std::max(lwork, lwork_q), a.device());
+  lwork = std::max(lwork, lwork_q);
+  const int64_t fs = int64_t{m} * n, bs = int64_t{rows} * k;
+  for (int64_t i = 0; i < batch; ++i) {
+    T* fi = ptr<T>(f) + i * fs;
+    T* bi = ptr<T>(bx) + i * bs;
+    T* ti = ptr<T>(tau) + i * p;
+    check_solver(geqrf(h, fr, p, fi, ti, ptr<T>(work), lwork, info.data<int32_t>()), "geqrf");
+    if (tall) {
+      check_solver(ormqr(h, adj, m, k, p, fi, m, ti, bi, rows, ptr<T>(work), lwork, info.data<int32_t>()), "ormqr");
+      const cublasStatus_t st = trsm_upper_left(bh, CUBLAS_OP_N, n, k, fi, m, bi, rows);
+      KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, op, ": cuBLAS error ", cublasGetStatusName(st), " in trsm");
+    } else {
+      const cublasStatus_t st = trsm_upper_left(bh, adj, m, k, fi, n, bi, rows);
+      KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, op, ": cuBLAS error ", cublasGetStatusName(st), " in trsm");
+      check_solver(ormqr(h, CUBLAS_OP_N, n, k, p, fi, n, ti, bi, rows, ptr<T>(work), lwork, info.data<int32_t>()),
+                   "ormqr");
+    }
+  }
+  if (tall && m > n && batch * k > 0) {
+    const int64_t columns = batch * k;
+    tail_norms_kernel<Elem><<<static_cast<unsigned>((columns * 32 + 255) / 256), 256, 0, current_stream()>>>(
+        ptr<Elem>(bx), residual.data<float>(), columns, m, n);
+    KILN_CUDA_CHECK_LAUNCH();
+  }
+  x.copy_(bx.transpose(1, 2));
+}
+
 void solver_triangular_solve(const Tensor& a, const Tensor& x, bool upper, bool left, bool unit) {
   constexpr const char* op = "linalg.solve_triangular";
   const int64_t batch = a.size(0);
@@ -633,6 +755,52 @@ void solver_svd(const Tensor& a, const Tensor& u, const Tensor& s, const Tensor&
     svd_typed<cuComplex>(a, u, s, vh);
   else
     svd_typed<float>(a, u, s, vh);
+}
+
+void solver_lstsq(const Tensor& a, const Tensor& x, const Tensor& residual) {
+  if (a.dtype() == DType::Complex64)
+    lstsq_typed<cuComplex>(a, x, residual);
+  else
+    lstsq_typed<float>(a, x, residual);
+}
+
+void solver_pinv(const Tensor& u, const Tensor& s, const Tensor& vh, double atol, double rtol, const Tensor& out) {
+  constexpr const char* op = "linalg.pinv";
+  const int64_t batch = u.size(0);
+  const int m = as_int(op, u.size(1)), k = as_int(op, u.size(2)), n = as_int(op, vh.size(2));
+  if (batch == 0 || out.numel() == 0) return;
+  if (k == 0) {
+    out.zero_();
+    return;
+  }
+  const bool complex = u.dtype() == DType::Complex64;
+  cudaStream_t stream = current_stream();
+  const int64_t elems = batch * m * k;
+  if (complex)
+    scale_by_pseudo_inverse_kernel<float2><<<grid_for(elems, 256), 256, 0, stream>>>(
+        ptr<float2>(u), s.data<float>(), batch, m, k, static_cast<float>(atol), static_cast<float>(rtol));
+  else
+    scale_by_pseudo_inverse_kernel<float><<<grid_for(elems, 256), 256, 0, stream>>>(
+        u.data<float>(), s.data<float>(), batch, m, k, static_cast<float>(atol), static_cast<float>(rtol));
+  KILN_CUDA_CHECK_LAUNCH();
+  // Z = (u scaled) vh [b, m, n]; row-major Z is column-major Z^T = vh^T u^T
+  Tensor z = Tensor::empty({batch, m, n}, u.dtype(), u.device());
+  cublasHandle_t h = blas();
+  KILN_CHECK(cublasSetStream(h, stream) == CUBLAS_STATUS_SUCCESS, op, ": cublasSetStream failed");
+  const long long su = int64_t{m} * k, sv = int64_t{k} * n, sz = int64_t{m} * n;
+  cublasStatus_t st;
+  if (complex) {
+    const cuComplex one = {1.0f, 0.0f}, zero = {0.0f, 0.0f};
+    st = cublasCgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, ptr<cuComplex>(vh), n, sv,
+                                   ptr<cuComplex>(u), k, su, &zero, ptr<cuComplex>(z), n, sz, static_cast<int>(batch));
+  } else {
+    const float one = 1.0f, zero = 0.0f;
+    st = cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, vh.data<float>(), n, sv,
+                                   u.data<float>(), k, su, &zero, z.data<float>(), n, sz, static_cast<int>(batch));
+  }
+  KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, op, ": cuBLAS error ", cublasGetStatusName(st), " in gemm");
+  out.copy_(z.transpose(1, 2));  // pinv = Z^H
+  if (complex) conjugate_(out);
 }
 
 }  // namespace kiln::cuda_backend

@@ -28,10 +28,11 @@ void lu_determinants(const Tensor& lu, const Tensor& pivots, const Tensor& det, 
 // (cols_q = min(m, n) or m; undefined for R alone).
 void solver_qr(const Tensor& a, const Tensor& q, const Tensor& r);
 
-// gesvd: s [b, min(m, n)] float32 descending; u [b, m, m or k] and vh [b, n or k, n]
-// (both undefined for the values alone). a is overwritten. Each matrix is first
-// scaled by a power of two that brings its largest entry into [1, 2), exactly, so
-// inputs near float32's range limits factor as well as any other.
+// gesvdj (Jacobi; gesvd for a matrix it leaves unconverged, after one read-back of
+// the infos): s [b, min(m, n)] float32 descending; u [b, m, m or k] and vh
+// [b, n or k, n] (both undefined for the values alone). Each matrix is first scaled
+// by a power of two that brings its largest entry into [1, 2), exactly, so inputs
+// near float32's range limits factor as well as any other.
 void solver_svd(const Tensor& a, const Tensor& u, const Tensor& s, const Tensor& vh);
 
 // P [b, m, m], L [b, m, k] and U [b, k, n] (contiguous, zeroed) of A = P L U from
@@ -41,6 +42,15 @@ void lu_unpack(const Tensor& lu, const Tensor& pivots, const Tensor& P, const Te
 // cuBLAS trsm, in place on x: A X = B (left) or X A = B for the triangle of a
 // [b, n, n] named by upper; x [b, rows, cols] holds B. One call per matrix.
 void solver_triangular_solve(const Tensor& a, const Tensor& x, bool upper, bool left, bool unit);
+
+// torch's gels on CUDA: least squares by QR (geqrf, ormqr/unmqr, trsm) for full-rank
+// a [b, m, n]; x [b, max(m, n), k] holds B in its first m rows and gets X in its
+// first n; residual [b, k] float32 gets the squared residuals when m > n.
+void solver_lstsq(const Tensor& a, const Tensor& x, const Tensor& residual);
+
+// pinv from a reduced SVD: out [b, n, m] = Vh^H diag(1/s, zero at or below
+// max(atol, rtol * s_max)) U^H; u [b, m, k] (overwritten), s [b, k], vh [b, k, n].
+void solver_pinv(const Tensor& u, const Tensor& s, const Tensor& vh, double atol, double rtol, const Tensor& out);
 
 // Ones on the diagonal of each matrix of t [b, rows, cols] (contiguous, zeroed).
 void set_identity(const Tensor& t);

@@ -158,10 +158,12 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left) {
   check_matrix_args(op, b, "B", false);
   check_solve_fits(op, "A", A, b, left);
   LuFactorExResult f = lu_factor_ex(A);
+  // solved before the infos are read back: on CUDA the read waits for the device, and
+  // the solve is then queued already instead of starting after the round trip
+  const Tensor x = solve_with_lu(f.LU, f.pivots, b, left, /*adjoint=*/false);
   const int64_t failed = first_failure(f.info).first;
   KILN_CHECK(failed < 0, op, ": ", batch_prefix(f.info.shape(), failed),
              "The solver failed because the input matrix is singular.");
-  const Tensor x = solve_with_lu(f.LU, f.pivots, b, left, /*adjoint=*/false);
   return vector ? x.squeeze(left ? -1 : -2) : x;
 }
 
@@ -202,16 +204,18 @@ Tensor inv(const Tensor& A) {
 #endif
   LuFactorExResult f = lu_factor_ex(A);
   const Tensor info = f.info.reshape({-1});
-  check_invertible(info, f.info.shape());
   const int64_t b = info.numel();
   if (A.is_cuda()) {
 #if KILN_WITH_CUDA
     Tensor eye = zeros({b, n, n}, A.dtype(), A.device());
     cuda_backend::DeviceGuard guard(A.device().index);
     cuda_backend::set_identity(eye);
-    return solve_with_lu(f.LU, f.pivots, eye.reshape(A.shape()), /*left=*/true, /*adjoint=*/false);
+    const Tensor x = solve_with_lu(f.LU, f.pivots, eye.reshape(A.shape()), /*left=*/true, /*adjoint=*/false);
+    check_invertible(info, f.info.shape());  // after the solve is queued, as in solve
+    return x;
 #endif
   }
+  check_invertible(info, f.info.shape());
   Tensor lu = f.LU.reshape({b, n, n});  // owned by f, contiguous
   if (lu.numel() > 0) cpu::inverse_from_lu_batched(lu, f.pivots.reshape({b, n}));
   return lu.reshape(A.shape());

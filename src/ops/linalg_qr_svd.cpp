@@ -97,8 +97,6 @@ Tensor svdvals(const Tensor& A) {
 Tensor pinv(const Tensor& A, std::optional<double> atol, std::optional<double> rtol, bool hermitian) {
   constexpr const char* op = "linalg.pinv";
   check_matrix_args(op, A, "A", false);
-  if (A.is_cuda() && A.dtype() == DType::Complex64)
-    KILN_NOT_IMPLEMENTED(op, " on CUDA is not implemented yet for complex64 (float32 is); move A to the CPU");
   KILN_CHECK(atol.value_or(0.0) >= 0.0 && rtol.value_or(0.0) >= 0.0, op, ": atol and rtol must be non-negative, got ",
              atol.value_or(0.0), " and ", rtol.value_or(0.0));
   (void)hermitian;
@@ -108,32 +106,35 @@ Tensor pinv(const Tensor& A, std::optional<double> atol, std::optional<double> r
   const SvdResult r = svd(A, false);
   const Shape batch = batch_shape(A, 2);
   const int64_t b = shape_numel(batch), k = std::min(m, n);
-  if (A.is_cuda()) {  // float32: Vh^T diag(1/s, cut at the tolerance) U^T, on the device
-    if (b * k == 0) return zeros(concat(batch, {n, m}), A.dtype(), A.device());
-    const Tensor s = r.S.reshape({b, 1, k});
-    Tensor tol = mul(amax(s, {2}, true), rt);
-    tol = where(gt(tol, Scalar(atol.value_or(0.0))), tol, Scalar(atol.value_or(0.0)));
-    const Tensor inv_s = where(gt(s, tol), div(ones_like(s), s), Scalar(0.0));
-    const Tensor v = r.Vh.reshape({b, k, n}).transpose(1, 2), ut = r.U.reshape({b, m, k}).transpose(1, 2);
-    return matmul(mul(v, inv_s), ut).reshape(concat(batch, {n, m}));
-  }
   Tensor out = zeros({b, n, m}, A.dtype(), A.device());
-  if (out.numel() > 0)
+  if (out.numel() > 0 && A.is_cuda()) {
+#if KILN_WITH_CUDA
+    cuda_backend::DeviceGuard guard(A.device().index);
+    cuda_backend::solver_pinv(r.U.reshape({b, m, k}), r.S.reshape({b, k}), r.Vh.reshape({b, k, n}),
+                              atol.value_or(0.0), rt, out);
+#endif
+  } else if (out.numel() > 0) {
     cpu::pinv_from_svd(r.U.reshape({b, m, k}).contiguous(), r.S.reshape({b, k}).contiguous(),
                        r.Vh.reshape({b, k, n}).contiguous(), atol.value_or(0.0), rt, out);
+  }
   return out.reshape(concat(batch, {n, m}));
 }
 
-LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond, const std::string& driver) {
+LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond,
+                  const std::optional<std::string>& driver_name) {
   constexpr const char* op = "linalg.lstsq";
+  check_matrix_args(op, A, "A", false);
+  // torch's defaults: gelsy on the CPU; CUDA has gels (QR, full-rank A) alone
+  const std::string driver = driver_name.value_or(A.is_cuda() ? "gels" : "gelsy");
+  if (A.is_cuda())
+    KILN_CHECK(driver == "gels", op, ": driver '", driver, "' is not supported on CUDA (gels is, as torch's)");
   KILN_CHECK(driver == "gels" || driver == "gelsy" || driver == "gelsd" || driver == "gelss", op,
              ": driver must be one of gels, gelsy, gelsd, gelss on the CPU, got '", driver, "'");
-  check_matrix(op, A, "A", false);  // lstsq on CUDA: not yet (torch's CUDA has gels alone)
   check_defined(op, B);
   check_pair(op, A, B);
   const bool vector = B.dim() == 1 || (B.dim() == A.dim() - 1 && B.shape() == batch_shape(A, 1));
   const Tensor b_in = vector ? B.unsqueeze(-1) : B;
-  check_matrix(op, b_in, "B", false);
+  check_matrix_args(op, b_in, "B", false);
   const int64_t m = A.size(-2), n = A.size(-1), k = b_in.size(-1), mn = std::min(m, n);
   KILN_CHECK(b_in.size(-2) == m, op, ": A ", A.shape(), " and B ", B.shape(), " need the same number of rows (", m,
              " vs ", b_in.size(-2), ")");
@@ -149,7 +150,14 @@ LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond,
   Tensor residual = zeros({nb, k}, DType::Float32, A.device());
   const double eps = std::numeric_limits<float>::epsilon();
   const float rc = static_cast<float>(rcond.value_or(eps * static_cast<double>(std::max(m, n))));
-  if (a.numel() > 0 && k > 0) cpu::lstsq_batched(a, x, d, rc, rank, sv, residual);
+  if (a.numel() > 0 && k > 0 && A.is_cuda()) {
+#if KILN_WITH_CUDA
+    cuda_backend::DeviceGuard guard(A.device().index);
+    cuda_backend::solver_lstsq(a, x, residual);
+#endif
+  } else if (a.numel() > 0 && k > 0) {
+    cpu::lstsq_batched(a, x, d, rc, rank, sv, residual);
+  }
   LstsqResult r;
   Tensor sol = x.narrow(1, 0, n).contiguous().reshape(concat(batch, {n, k}));
   r.solution = vector ? sol.squeeze(-1) : sol;

@@ -43,7 +43,7 @@ void bind_linalg(py::module_& m) {
   l.def("pinv", &linalg::pinv, arg("A"), arg("atol") = py::none(), arg("rtol") = py::none(),
         arg("hermitian") = false, nogil);
   l.def("lstsq", [](const Tensor& A, const Tensor& B, std::optional<double> rcond, std::optional<std::string> driver) {
-    auto r = linalg::lstsq(A, B, rcond, driver.value_or("gelsy"));
+    auto r = linalg::lstsq(A, B, rcond, driver);
     return py::make_tuple(r.solution, r.residuals, r.rank, r.singular_values);
   }, arg("A"), arg("B"), arg("rcond") = py::none(), arg("driver") = py::none());
   l.def("det_backward", &linalg::det_backward, arg("grad"), arg("A"), arg("det"), nogil);

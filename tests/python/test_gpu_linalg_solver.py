@@ -218,12 +218,37 @@ class SolverPathsAgainstTorch(unittest.TestCase):
         torch.testing.assert_close(P, torch.linalg.pinv(R, atol=1.0, rtol=0.0), rtol=1e-3, atol=1e-4)
         self.assertEqual(tuple(T(kiln.linalg.pinv(k(torch.zeros(0, 4, 3, device=DEV)))).shape), (0, 3, 4))
 
-    def test_what_is_not_there_says_so(self):
-        A = torch.eye(3, device=DEV)
-        with self.assertRaisesRegex(kiln.NotImplementedError, "linalg.lstsq on CUDA is not implemented yet"):
-            kiln.linalg.lstsq(k(A), k(A))
-        with self.assertRaisesRegex(kiln.NotImplementedError, "linalg.pinv on CUDA is not implemented yet for complex64"):
-            kiln.linalg.pinv(k(A.to(torch.complex64)))
+    def test_pinv_complex(self):
+        for shape in [(40, 25), (2, 25, 40)]:
+            A = self.rand(shape, torch.complex64)
+            P = T(kiln.linalg.pinv(k(A)))
+            torch.testing.assert_close(P, torch.linalg.pinv(A), rtol=1e-3, atol=1e-4)
+            self.assertLess(rel_err(A @ P @ A, A), 1e-4, str(shape))
+
+    def test_lstsq_by_qr(self):
+        for dt in (torch.float32, torch.complex64):
+            A = self.rand((2, 80, 30), dt)
+            B = self.rand((2, 80, 4), dt, 1)
+            X, res, rank, sv = (T(t) for t in kiln.linalg.lstsq(k(A), k(B)))
+            want = torch.linalg.lstsq(A, B)  # torch's CUDA driver: gels, as kiln's
+            torch.testing.assert_close(X, want.solution, rtol=1e-4, atol=1e-4)
+            # independently: the normal equations A^H (A X - B) = 0, and the squared residuals
+            self.assertLess(float((A.mH @ (A @ X - B)).abs().max()), 1e-4 * float((A.mH @ B).abs().max()), str(dt))
+            torch.testing.assert_close(res, ((A @ X - B).abs() ** 2).sum(-2), rtol=1e-4, atol=1e-4)
+            self.assertEqual((rank.numel(), sv.numel()), (0, 0))
+            # wide: the solution of least norm, pinv(A) B (torch's CUDA lstsq has no wide case)
+            W = self.rand((3, 20, 50), dt, 2)
+            C = self.rand((3, 20, 2), dt, 3)
+            Xw, resw, _, _ = (T(t) for t in kiln.linalg.lstsq(k(W), k(C)))
+            torch.testing.assert_close(Xw.to(wide(W).dtype), torch.linalg.pinv(wide(W)) @ wide(C), rtol=1e-4, atol=1e-4)
+            self.assertEqual(resw.numel(), 0)
+            # a vector right-hand side
+            v = self.rand((80,), dt, 4)
+            x = T(kiln.linalg.lstsq(k(A[0]), k(v))[0])
+            torch.testing.assert_close(x, torch.linalg.lstsq(A[0], v.unsqueeze(-1)).solution.squeeze(-1), rtol=1e-4,
+                                       atol=1e-4)
+        with self.assertRaisesRegex(kiln.Error, "linalg.lstsq: driver 'gelsd' is not supported on CUDA"):
+            kiln.linalg.lstsq(k(A), k(B), driver="gelsd")
 
 
 if __name__ == "__main__":
