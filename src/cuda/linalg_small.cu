@@ -448,6 +448,66 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
   if (t == 0) info[mat] = first_zero;
 }
 
+// Substitution with a thread per right-hand side column, for n of exactly N (16 or
+// 32; rows 16-byte aligned): the column's N values stay in registers, the loop over
+// rows is unrolled at compile time, and row i of A arrives as float4 loads through
+// the read-only cache, the one row shared by the eight threads (columns) of a system
+// that a warp's quarter holds. Rows from the top for a lower triangle, from the
+// bottom for an upper one; the dot product of a row runs in four partial sums.
+template <int N, bool UPPER, bool UNIT>
+__global__ void __launch_bounds__(128) column_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
+                                                          float* __restrict__ x, int64_t batch, int k, int groups) {
+  const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+  const int64_t per_sys = int64_t{groups} * 8;
+  const int64_t sys = g / per_sys;
+  const int c = static_cast<int>(g % per_sys);
+  if (sys >= batch || c >= k) return;
+  const float4* as = reinterpret_cast<const float4*>(a + sys * N * N);
+  const float* bs = bsrc + sys * N * k + c;
+  float v[N];
+#pragma unroll
+  for (int i = 0; i < N; ++i) v[i] = bs[i * k];
+#pragma unroll
+  for (int ii = 0; ii < N; ++ii) {
+    const int i = UPPER ? N - 1 - ii : ii;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float diag = 1.0f;
+    constexpr int kChunks = N / 4;
+#pragma unroll
+    for (int q = 0; q < kChunks; ++q) {
+      if (UPPER ? 4 * q + 3 < i : 4 * q > i) continue;  // the chunk misses the triangle (known at compile time)
+      const float4 r = __ldg(as + i * kChunks + q);
+      const float e[4] = {r.x, r.y, r.z, r.w};
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const int j = 4 * q + t;
+        if (j == i)
+          diag = e[t];
+        else if (UPPER ? j > i : j < i)
+          acc[q & 3] = fmaf(e[t], v[j], acc[q & 3]);
+      }
+    }
+    const float rest = v[i] - ((acc[0] + acc[1]) + (acc[2] + acc[3]));
+    v[i] = UNIT ? rest : rest / diag;
+  }
+  float* xs = x + sys * N * k + c;
+#pragma unroll
+  for (int i = 0; i < N; ++i) xs[i * k] = v[i];
+}
+
+template <int N>
+void launch_column_trsm(const Tensor& a, const Tensor& b, const Tensor& x, bool upper, bool unit) {
+  const int64_t batch = a.size(0);
+  const int k = static_cast<int>(x.size(2)), groups = (k + 7) / 8;
+  const int64_t threads = batch * groups * 8;
+  const unsigned grid = static_cast<unsigned>((threads + 127) / 128);
+  using Kernel = void (*)(const float*, const float*, float*, int64_t, int, int);
+  const Kernel kernel = upper ? (unit ? column_trsm_kernel<N, true, true> : column_trsm_kernel<N, true, false>)
+                              : (unit ? column_trsm_kernel<N, false, true> : column_trsm_kernel<N, false, false>);
+  kernel<<<grid, 128, 0, current_stream()>>>(a.data<float>(), b.data<float>(), x.data<float>(), batch, k, groups);
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, bool upper, bool unit) {
@@ -455,6 +515,13 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
   const int n = static_cast<int>(a.size(1)), k = static_cast<int>(x.size(2));
   KILN_CHECK(n >= 1 && n <= 64, "small_triangular_solve: n must be 1 to 64, got ", n);
   if (batch == 0 || k == 0) return;
+  // a thread per column for 16 and 32; at 64 its 2080 row loads a thread make it
+  // twice the warp kernel's time (H200, 4096 systems, 8 columns: 16: 5.9 against
+  // 9.6 us, 32: 11.8 against 12.2, 64: 63.0 against 30.9)
+  if (aligned16(a.data_ptr())) {
+    if (n == 16) return launch_column_trsm<16>(a, b, x, upper, unit);
+    if (n == 32) return launch_column_trsm<32>(a, b, x, upper, unit);
+  }
   const int panels = (n + 3) / 4;  // 4 x 4 inverses, X's rows, then the packed triangle
   const size_t smem = (static_cast<size_t>(panels) * (16 + 32) + static_cast<size_t>(n) * (n + 1) / 2) * sizeof(float);
   using Kernel = void (*)(const float*, const float*, float*, int, int, bool, bool);

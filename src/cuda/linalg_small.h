@@ -13,9 +13,10 @@ namespace kiln::cuda_backend {
 void small_inverse(const Tensor& out, const Tensor& a, const Tensor& info, const Tensor& any_singular);
 
 // x [b, n, k] = the solution of A X = B (b [b, n, k], contiguous) for the triangle of
-// a [b, n, n] (float32 contiguous, 1 <= n <= 64): a warp per system, A's triangle
-// packed in shared memory, B's rows in registers (eight columns at a time), rows
-// solved four at a time with inverted 4 x 4 diagonal blocks.
+// a [b, n, n] (float32 contiguous, 1 <= n <= 64). n of 16 and 32: a thread per
+// column of B, in registers, A's rows read as float4s. Otherwise a warp per system,
+// A's triangle packed in shared memory, B's rows in registers (eight columns at a
+// time), rows solved four at a time with inverted 4 x 4 diagonal blocks.
 void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, bool upper, bool unit);
 
 // LU with partial pivoting of a [b, m, n] (float32 or complex64 contiguous,
