@@ -14,8 +14,9 @@ namespace kiln::cuda_backend {
 // pivots [b, min(m, n)] int32 1-based, info [b] int32 (0, or the first zero pivot).
 void solver_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, const Tensor& info);
 
-// getrs: X of A X = B (left) or X A = B, with A^H for adjoint, from lu [b, n, n] and
-// pivots [b, n]; rhs [b, rows, cols] contiguous. Returns X (a new tensor of rhs's shape).
+// X of A X = B (left) or X A = B, with A^H for adjoint, from lu [b, n, n] and pivots
+// [b, n] (the permutation, then two triangular solves; getrs past 6144 rows); rhs
+// [b, rows, cols] contiguous. Returns X (a new tensor of rhs's shape).
 Tensor solver_lu_solve(const Tensor& lu, const Tensor& pivots, const Tensor& rhs, bool left, bool adjoint);
 
 // From LU factors lu [b, n, n] and pivots [b, n]: det [b] (lu's dtype), or sign [b]
