@@ -76,7 +76,7 @@ LstsqResult lstsq(const Tensor& A, const Tensor& B, std::optional<double> rcond 
 // ---- backward formulas (vector-Jacobian products), for the autograd to come ----
 // Given the gradient of a real loss with respect to an op's output, its gradient with
 // respect to the inputs, in torch's convention (for complex tensors dL/dRe + i dL/dIm).
-// Operands share their batch shape (no broadcast reduction).
+// Operands share their batch shape (no broadcast reduction); CPU and CUDA.
 struct SolveGrads {
   Tensor A, B;
 };

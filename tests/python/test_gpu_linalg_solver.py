@@ -251,5 +251,51 @@ class SolverPathsAgainstTorch(unittest.TestCase):
             kiln.linalg.lstsq(k(A), k(B), driver="gelsd")
 
 
+    def torch_grads(self, f, inputs, G):
+        """torch autograd of L = Re sum(conj(G) f(inputs)): the convention kiln's formulas follow."""
+        leaves = [x.clone().requires_grad_() for x in inputs]
+        (G.conj() * f(*leaves)).real.sum().backward()
+        return [x.grad for x in leaves]
+
+    def test_backward_formulas_on_cuda_match_torch_autograd(self):
+        for dt in (torch.float32, torch.complex64):
+            n = 6
+            kk = lambda t: k(t.resolve_conj())  # noqa: E731  (torch returns some results as conjugate views)
+            A = self.rand((2, n, n), dt) + 3 * torch.eye(n, device=DEV, dtype=dt)
+            B = self.rand((2, n, 3), dt, 1)
+            Bt = self.rand((2, 3, n), dt, 2)
+            close = lambda got, want, msg: torch.testing.assert_close(T(got), want, rtol=1e-4, atol=1e-4, msg=msg)  # noqa: E731
+            G = self.rand((2, n, n), dt, 3)
+            close(kiln.linalg.inv_backward(kk(G), kk(torch.linalg.inv(A))),
+                  self.torch_grads(torch.linalg.inv, [A], G)[0], f"{dt} inv")
+            g = self.rand((2,), dt, 4)
+            close(kiln.linalg.det_backward(kk(g), kk(A), kk(torch.linalg.det(A))),
+                  self.torch_grads(torch.linalg.det, [A], g)[0], f"{dt} det")
+            for left, rhs in ((True, B), (False, Bt)):
+                X = torch.linalg.solve(A, rhs, left=left)
+                Gx = self.rand(tuple(X.shape), dt, 5)
+                gA, gB = kiln.linalg.solve_backward(kk(Gx), kk(A), kk(X), left=left)
+                tA, tB = self.torch_grads(lambda a, b: torch.linalg.solve(a, b, left=left), [A, rhs], Gx)
+                close(gA, tA, f"{dt} solve A left={left}")
+                close(gB, tB, f"{dt} solve B left={left}")
+                LU, piv = torch.linalg.lu_factor(A)
+                for adjoint in (False, True):
+                    X = torch.linalg.lu_solve(LU, piv, rhs, left=left, adjoint=adjoint)
+                    gLU, gB = kiln.linalg.lu_solve_backward(kk(Gx), kk(LU), kk(piv), kk(X), left=left, adjoint=adjoint)
+                    tLU, tB = self.torch_grads(lambda lu, b: torch.linalg.lu_solve(lu, piv, b, left=left, adjoint=adjoint),
+                                               [LU, rhs], Gx)
+                    close(gLU, tLU, f"{dt} lu_solve LU left={left} adjoint={adjoint}")
+                    close(gB, tB, f"{dt} lu_solve B left={left} adjoint={adjoint}")
+                for upper in (True, False):
+                    for unit in (False, True):
+                        X = torch.linalg.solve_triangular(A, rhs, upper=upper, left=left, unitriangular=unit)
+                        gA, gB = kiln.linalg.solve_triangular_backward(kk(Gx), kk(A), kk(X), upper=upper, left=left,
+                                                                       unitriangular=unit)
+                        tA, tB = self.torch_grads(lambda a, b: torch.linalg.solve_triangular(
+                            a, b, upper=upper, left=left, unitriangular=unit), [A, rhs], Gx)
+                        msg = f"{dt} solve_triangular left={left} upper={upper} unit={unit}"
+                        close(gA, tA, msg)
+                        close(gB, tB, msg)
+
 if __name__ == "__main__":
     unittest.main()
