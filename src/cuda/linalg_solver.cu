@@ -606,23 +606,44 @@ void qr_typed(const Tensor& a, const Tensor& q, const Tensor& r) {
   q.copy_(basis.narrow(1, 0, cols_q).transpose(1, 2));
 }
 
+// What both SVD drivers read off their operands: a [b, m, n]; u undefined for the
+// values alone; full when u and vh are complete bases (square: reduced and full agree).
+struct SvdShape {
+  int64_t batch;
+  int m, n, k;
+  bool vectors, full;
+  SvdShape(const Tensor& a, const Tensor& u, const Tensor& vh)
+      : batch(a.size(0)),
+        m(as_int("linalg.svd", a.size(1))),
+        n(as_int("linalg.svd", a.size(2))),
+        k(std::min(m, n)),
+        vectors(u.defined()),
+        full(vectors && u.size(2) == m && vh.size(1) == n && m != n) {}
+};
+
+// Scales each matrix of t [b, m, n] (in place) by a power of two, returned per matrix.
+template <class Elem>
+Tensor scale_each_by_power_of_two(const Tensor& t) {
+  Tensor factor = Tensor::empty({t.size(0)}, DType::Float32, t.device());
+  scale_by_power_of_two_kernel<Elem><<<static_cast<unsigned>(t.size(0)), kScaleThreads, 0, current_stream()>>>(
+      ptr<Elem>(t), t.size(1) * t.size(2), factor.data<float>());
+  KILN_CUDA_CHECK_LAUNCH();
+  return factor;
+}
+
 template <class T>
 void svd_by_gesvd(const Tensor& a, const Tensor& u, const Tensor& s, const Tensor& vh) {
-  constexpr const char* op = "linalg.svd";
   using Elem = std::conditional_t<std::is_same_v<T, cuComplex>, float2, float>;
-  const int64_t batch = a.size(0);
-  const int m = as_int(op, a.size(1)), n = as_int(op, a.size(2)), k = std::min(m, n);
-  const bool vectors = u.defined();
-  const bool full = vectors && (u.size(2) == m && vh.size(1) == n) && m != n;
+  const SvdShape sh(a, u, vh);
+  const int64_t batch = sh.batch;
+  const int m = sh.m, n = sh.n, k = sh.k;
+  const bool vectors = sh.vectors, full = sh.full;
   // gesvd wants rows >= cols: a wide A's row-major memory is the tall A^T column-major
   const bool wide = m < n;
   const int rows = wide ? n : m, cols = wide ? m : n;
   Tensor cm = wide ? a : column_major(a);
-  Tensor factor = Tensor::empty({batch}, DType::Float32, a.device());
   cudaStream_t stream = current_stream();
-  scale_by_power_of_two_kernel<Elem>
-      <<<static_cast<unsigned>(batch), kScaleThreads, 0, stream>>>(ptr<Elem>(cm), int64_t{m} * n, factor.data<float>());
-  KILN_CUDA_CHECK_LAUNCH();
+  const Tensor factor = scale_each_by_power_of_two<Elem>(cm);  // cm's memory: [b, m, n] elements either way
   // Column-major factors of the tall matrix: U' [rows, ucols'] and V'^H [cols, cols].
   // For a wide A (A^T = U' S V'^H) A's U is (V'^H)^T and its Vh is U'^T: the
   // row-major readings of V'^H and U', so gesvd writes them straight into u and vh.
@@ -669,16 +690,13 @@ template <class T>
 void svd_typed(const Tensor& a, const Tensor& u, const Tensor& s, const Tensor& vh) {
   constexpr const char* op = "linalg.svd";
   using Elem = std::conditional_t<std::is_same_v<T, cuComplex>, float2, float>;
-  const int64_t batch = a.size(0);
-  const int m = as_int(op, a.size(1)), n = as_int(op, a.size(2)), k = std::min(m, n);
-  const bool vectors = u.defined();
-  const bool full = vectors && (u.size(2) == m && vh.size(1) == n) && m != n;
+  const SvdShape sh(a, u, vh);
+  const int64_t batch = sh.batch;
+  const int m = sh.m, n = sh.n, k = sh.k;
+  const bool vectors = sh.vectors, full = sh.full;
   Tensor w = a.clone();
-  Tensor factor = Tensor::empty({batch}, DType::Float32, a.device());
   cudaStream_t stream = current_stream();
-  scale_by_power_of_two_kernel<Elem>
-      <<<static_cast<unsigned>(batch), kScaleThreads, 0, stream>>>(ptr<Elem>(w), int64_t{m} * n, factor.data<float>());
-  KILN_CUDA_CHECK_LAUNCH();
+  const Tensor factor = scale_each_by_power_of_two<Elem>(w);
   // gesvdj's m x n is n x m here; its U' (n x ucols') lands in vh, its V' (m x vcols') in v
   const int vcols = full ? m : k, ucols_t = full ? n : k;
   Tensor v = Tensor::empty({vectors ? batch : 1, vcols, m}, a.dtype(), a.device());
