@@ -7,17 +7,12 @@
 
 #include "core/check.h"
 #include "cuda/common.h"
+#include "cuda/cublas_handle.h"
 #include "cuda/linalg_backward.h"
 
 namespace kiln::cuda_backend {
 
 namespace {
-
-cublasHandle_t blas() {
-  return per_device_handle<cublasHandle_t>([](cublasHandle_t* p) {
-    KILN_CHECK(cublasCreate(p) == CUBLAS_STATUS_SUCCESS, "cublasCreate failed");
-  });
-}
 
 template <class F>
 void by_dtype(const Tensor& t, F fn) {
@@ -28,12 +23,6 @@ void by_dtype(const Tensor& t, F fn) {
 }
 
 __device__ inline float2 cmul(float2 a, float2 b) { return {a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x}; }
-
-__global__ void conjugate_kernel(float2* z, int64_t n) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    z[i].y = -z[i].y;
-}
 
 template <class T>
 __global__ void scale_kernel(T* t, const T* __restrict__ grad, const T* __restrict__ det, int64_t batch,
@@ -73,7 +62,7 @@ void matmul_adjoint(const Tensor& out, const Tensor& a, bool adjoint_a, const Te
   const int m = static_cast<int>(out.size(1)), n = static_cast<int>(out.size(2));
   const int k = static_cast<int>(adjoint_a ? a.size(1) : a.size(2));
   if (out.numel() == 0) return;
-  cublasHandle_t h = blas();
+  cublasHandle_t h = cublas_handle();
   KILN_CHECK(cublasSetStream(h, current_stream()) == CUBLAS_STATUS_SUCCESS, "matmul_adjoint: cublasSetStream failed");
   // Row-major memory is the column-major transpose: out^T = op(b)^T op(a)^T, and
   // op(x)^T is the memory's matrix itself (no op) or its conjugate transpose (op C).
@@ -92,13 +81,6 @@ void matmul_adjoint(const Tensor& out, const Tensor& a, bool adjoint_a, const Te
                                    &zero, out.data<float>(), n, so, static_cast<int>(batch));
   }
   KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, "matmul_adjoint: cuBLAS error ", cublasGetStatusName(st));
-}
-
-void conjugate_in_place(const Tensor& z) {
-  if (z.dtype() != DType::Complex64 || z.numel() == 0) return;
-  conjugate_kernel<<<grid_for(z.numel(), 256), 256, 0, current_stream()>>>(static_cast<float2*>(z.data_ptr()),
-                                                                           z.numel());
-  KILN_CUDA_CHECK_LAUNCH();
 }
 
 void scale_by_grad_conj_det(const Tensor& t, const Tensor& grad, const Tensor& det) {

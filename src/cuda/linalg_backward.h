@@ -1,5 +1,6 @@
-// The device pieces of kiln::linalg's backward formulas (ops/linalg_backward.cpp):
-// a batched gemm with conjugate transposes, conjugation, and the per-element masks
+// The device pieces of kiln::linalg's backward formulas (ops/linalg_backward.cpp;
+// pinv's product uses the gemm too):
+// a batched gemm with conjugate transposes, and the per-element masks
 // and scalings the formulas apply. Operands are contiguous [b, r, c] batches of
 // float32 or complex64 on the current device.
 #pragma once
@@ -10,9 +11,6 @@ namespace kiln::cuda_backend {
 
 // out [b, m, n] = alpha op(a) op(b), op the conjugate transpose where asked (cuBLAS).
 void matmul_adjoint(const Tensor& out, const Tensor& a, bool adjoint_a, const Tensor& b, bool adjoint_b, float alpha);
-
-// z = conj(z), in place (complex64; nothing to do for float32).
-void conjugate_in_place(const Tensor& z);
 
 // Each matrix i of t times grad[i] * conj(det[i]) (det_backward's scaling).
 void scale_by_grad_conj_det(const Tensor& t, const Tensor& grad, const Tensor& det);

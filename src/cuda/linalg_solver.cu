@@ -11,6 +11,8 @@
 
 #include "core/check.h"
 #include "cuda/common.h"
+#include "cuda/cublas_handle.h"
+#include "cuda/linalg_backward.h"
 #include "cuda/linalg_small.h"
 #include "cuda/linalg_solver.h"
 #include "kiln/ops.h"
@@ -28,12 +30,6 @@ cusolverDnHandle_t solver() {
       [](cusolverDnHandle_t* p) { check_solver(cusolverDnCreate(p), "cusolverDnCreate"); });
   check_solver(cusolverDnSetStream(h, current_stream()), "cusolverDnSetStream");
   return h;
-}
-
-cublasHandle_t blas() {
-  return per_device_handle<cublasHandle_t>([](cublasHandle_t* p) {
-    KILN_CHECK(cublasCreate(p) == CUBLAS_STATUS_SUCCESS, "cublasCreate failed");
-  });
 }
 
 int as_int(const char* op, int64_t v) {
@@ -121,16 +117,26 @@ cusolverStatus_t ormqr(cusolverDnHandle_t h, cublasOperation_t op, int m, int n,
                        const cuComplex* tau, cuComplex* c, int ldc, cuComplex* w, int lw, int* info) {
   return cusolverDnCunmqr(h, CUBLAS_SIDE_LEFT, op, m, n, k, a, lda, tau, c, ldc, w, lw, info);
 }
-// column-major upper-triangular solve from the left, in place on b (m x n, ld ldb)
-cublasStatus_t trsm_upper_left(cublasHandle_t h, cublasOperation_t op, int m, int n, const float* a, int lda,
-                               float* b, int ldb) {
+// column-major triangular solve in place on b (m x n, ld ldb), alpha 1; a cuBLAS
+// failure throws, naming op
+void trsm(const char* op, cublasHandle_t h, cublasSideMode_t side, cublasFillMode_t fill, cublasOperation_t trans,
+          cublasDiagType_t diag, int m, int n, const float* a, int lda, float* b, int ldb) {
   const float one = 1.0f;
-  return cublasStrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, op, CUBLAS_DIAG_NON_UNIT, m, n, &one, a, lda, b, ldb);
+  const cublasStatus_t st = cublasStrsm(h, side, fill, trans, diag, m, n, &one, a, lda, b, ldb);
+  KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, op, ": cuBLAS error ", cublasGetStatusName(st), " in trsm");
 }
-cublasStatus_t trsm_upper_left(cublasHandle_t h, cublasOperation_t op, int m, int n, const cuComplex* a, int lda,
-                               cuComplex* b, int ldb) {
+void trsm(const char* op, cublasHandle_t h, cublasSideMode_t side, cublasFillMode_t fill, cublasOperation_t trans,
+          cublasDiagType_t diag, int m, int n, const cuComplex* a, int lda, cuComplex* b, int ldb) {
   const cuComplex one = {1.0f, 0.0f};
-  return cublasCtrsm(h, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, op, CUBLAS_DIAG_NON_UNIT, m, n, &one, a, lda, b, ldb);
+  const cublasStatus_t st = cublasCtrsm(h, side, fill, trans, diag, m, n, &one, a, lda, b, ldb);
+  KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, op, ": cuBLAS error ", cublasGetStatusName(st), " in trsm");
+}
+
+// the handle on the current stream
+cublasHandle_t blas(const char* op) {
+  cublasHandle_t h = cublas_handle();
+  KILN_CHECK(cublasSetStream(h, current_stream()) == CUBLAS_STATUS_SUCCESS, op, ": cublasSetStream failed");
+  return h;
 }
 
 cusolverStatus_t gesvdj_size(cusolverDnHandle_t h, cusolverEigMode_t job, int econ, int m, int n, const float* a,
@@ -174,11 +180,15 @@ __global__ void conjugate_kernel(float2* z, int64_t n) {
     z[i].y = -z[i].y;
 }
 
-void conjugate_(const Tensor& z) {
-  if (z.numel() == 0) return;
+}  // namespace
+
+void conjugate_in_place(const Tensor& z) {
+  if (z.dtype() != DType::Complex64 || z.numel() == 0) return;
   conjugate_kernel<<<grid_for(z.numel(), 256), 256, 0, current_stream()>>>(ptr<float2>(z), z.numel());
   KILN_CUDA_CHECK_LAUNCH();
 }
+
+namespace {
 
 constexpr int kDetWarps = 4;
 
@@ -315,26 +325,6 @@ __global__ void tail_norms_kernel(const T* __restrict__ x, float* __restrict__ r
   if (lane == 0) residual[col] = acc;
 }
 
-// The same permutation, a block per matrix (n up to kBlockPermMax): the pivots and the
-// permutation in shared memory, one thread taking the swaps in order (each touches
-// positions at or past its own, so they cannot be spread), the rest loading and storing.
-constexpr int kBlockPermMax = 6144;
-__global__ void __launch_bounds__(256) block_pivots_to_permutation_kernel(const int32_t* __restrict__ piv,
-                                                                          int32_t* __restrict__ perm, int n) {
-  __shared__ int32_t p[kBlockPermMax], swaps[kBlockPermMax];
-  const int64_t mat = blockIdx.x;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = i, swaps[i] = piv[mat * n + i] - 1;
-  __syncthreads();
-  if (threadIdx.x == 0)
-    for (int i = 0; i < n; ++i) {
-      const int j = swaps[i], t = p[i];
-      p[i] = p[j];
-      p[j] = t;
-    }
-  __syncthreads();
-  for (int i = threadIdx.x; i < n; i += blockDim.x) perm[mat * n + i] = p[i];
-}
-
 // out = the rows (by_rows) or columns of in [b, rows, cols] moved by perm [b, n]:
 // gathered (out[i] = in[perm[i]]) or scattered (out[perm[i]] = in[i]).
 template <class T>
@@ -387,6 +377,26 @@ __global__ void pivots_to_permutation_kernel(const int32_t* __restrict__ piv, in
     p[i] = p[j];
     p[j] = t;
   }
+}
+
+// The same permutation, a block per matrix (n up to kBlockPermMax): the pivots and the
+// permutation in shared memory, one thread taking the swaps in order (each touches
+// positions at or past its own, so they cannot be spread), the rest loading and storing.
+constexpr int kBlockPermMax = 6144;
+__global__ void __launch_bounds__(256) block_pivots_to_permutation_kernel(const int32_t* __restrict__ piv,
+                                                                          int32_t* __restrict__ perm, int n) {
+  __shared__ int32_t p[kBlockPermMax], swaps[kBlockPermMax];
+  const int64_t mat = blockIdx.x;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) p[i] = i, swaps[i] = piv[mat * n + i] - 1;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int i = 0; i < n; ++i) {
+      const int j = swaps[i], t = p[i];
+      p[i] = p[j];
+      p[j] = t;
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) perm[mat * n + i] = p[i];
 }
 
 // P, L, U of A = P L U, a thread per entry of L and of U; P has its one per column.
@@ -473,7 +483,7 @@ Tensor lu_solve_by_getrs(const Tensor& lu, const Tensor& pivots, const Tensor& r
     if (!adjoint)
       trans = CUBLAS_OP_T;
     else if (kComplex)
-      conjugate_(x);
+      conjugate_in_place(x);
   }
   const int nrhs = as_int(op, x.size(1));
   const int64_t x_stride = x.size(1) * x.size(2);
@@ -484,7 +494,7 @@ Tensor lu_solve_by_getrs(const Tensor& lu, const Tensor& pivots, const Tensor& r
                        ptr<T>(x) + i * x_stride, info.data<int32_t>()),
                  "getrs");
   if (left) return column_major(x);
-  if (adjoint && kComplex) conjugate_(x);
+  if (adjoint && kComplex) conjugate_in_place(x);
   return x;
 }
 
@@ -533,38 +543,25 @@ Tensor lu_solve_typed(const Tensor& lu, const Tensor& pivots, const Tensor& rhs,
   Tensor moved = gather_first ? permute(rhs, false) : rhs;
   Tensor x = left ? column_major(moved) : moved.clone();
   const bool conj = kComplex && adjoint;
-  if (conj) conjugate_(x);
+  if (conj) conjugate_in_place(x);
   const int nrhs = left ? cols : rows;
-  cublasHandle_t h = blas();
-  KILN_CHECK(cublasSetStream(h, stream) == CUBLAS_STATUS_SUCCESS, op, ": cublasSetStream failed");
+  cublasHandle_t h = blas(op);
   // op T on V for A X = B and X A^H = B (L and U themselves), op N for the other two
   const cublasOperation_t trans = gather_first ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const auto trsm = [&](bool upper, bool unit) {
-    for (int64_t i = 0; i < batch; ++i) {
-      const T one = [] {
-        if constexpr (kComplex) return T{1.0f, 0.0f};
-        else return 1.0f;
-      }();
-      cublasStatus_t st;
-      const cublasFillMode_t fill = upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER;
-      const cublasDiagType_t diag = unit ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT;
-      const T* a = ptr<T>(lu) + i * int64_t{n} * n;
-      T* b = ptr<T>(x) + i * int64_t{n} * nrhs;
-      if constexpr (kComplex)
-        st = cublasCtrsm(h, CUBLAS_SIDE_LEFT, fill, trans, diag, n, nrhs, &one, a, n, b, n);
-      else
-        st = cublasStrsm(h, CUBLAS_SIDE_LEFT, fill, trans, diag, n, nrhs, &one, a, n, b, n);
-      KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, op, ": cuBLAS error ", cublasGetStatusName(st), " in trsm");
-    }
+  const auto solve_with = [&](bool upper, bool unit) {
+    for (int64_t i = 0; i < batch; ++i)
+      trsm(op, h, CUBLAS_SIDE_LEFT, upper ? CUBLAS_FILL_MODE_UPPER : CUBLAS_FILL_MODE_LOWER, trans,
+           unit ? CUBLAS_DIAG_UNIT : CUBLAS_DIAG_NON_UNIT, n, nrhs, ptr<T>(lu) + i * int64_t{n} * n, n,
+           ptr<T>(x) + i * int64_t{n} * nrhs, n);
   };
   if (gather_first) {  // L (V's upper, transposed), then U
-    trsm(/*upper=*/true, /*unit=*/true);
-    trsm(/*upper=*/false, /*unit=*/false);
+    solve_with(/*upper=*/true, /*unit=*/true);
+    solve_with(/*upper=*/false, /*unit=*/false);
   } else {  // U^T (V's lower), then L^T
-    trsm(/*upper=*/false, /*unit=*/false);
-    trsm(/*upper=*/true, /*unit=*/true);
+    solve_with(/*upper=*/false, /*unit=*/false);
+    solve_with(/*upper=*/true, /*unit=*/true);
   }
-  if (conj) conjugate_(x);
+  if (conj) conjugate_in_place(x);
   Tensor out = left ? column_major(x) : x;
   return gather_first ? out : permute(out, true);
 }
@@ -722,7 +719,7 @@ void svd_typed(const Tensor& a, const Tensor& u, const Tensor& s, const Tensor& 
   KILN_CUDA_CHECK_LAUNCH();
   if (vectors) {
     u.copy_(v.transpose(1, 2));
-    if constexpr (std::is_same_v<T, cuComplex>) conjugate_(u);
+    if constexpr (std::is_same_v<T, cuComplex>) conjugate_in_place(u);
   }
   const Tensor info_host = info.to(kCPU);
   const int32_t* inf = info_host.data<int32_t>();
@@ -782,14 +779,13 @@ void lstsq_typed(const Tensor& a, const Tensor& x, const Tensor& residual) {
   // wide case factors it, conjugated, in place of a transposed copy.
   const bool tall = m >= n;
   Tensor f = tall ? column_major(a) : a.clone();
-  if (!tall && kComplex) conjugate_(f);
+  if (!tall && kComplex) conjugate_in_place(f);
   const int fr = tall ? m : n;  // rows of the factored column-major matrix (its leading dimension)
   Tensor bx = column_major(x);   // [b, k, rows]: column-major rows x k
   Tensor tau = Tensor::empty({batch, p}, a.dtype(), a.device());
   Tensor info = Tensor::empty({1}, DType::Int32, a.device());
   cusolverDnHandle_t h = solver();
-  cublasHandle_t bh = blas();
-  KILN_CHECK(cublasSetStream(bh, current_stream()) == CUBLAS_STATUS_SUCCESS, op, ": cublasSetStream failed");
+  cublasHandle_t bh = blas(op);
   int lwork = 0, lwork_q = 0;
   check_solver(geqrf_size(h, fr, p, ptr<T>(f), &lwork), "geqrf_bufferSize");
   check_solver(ormqr_size(h, tall ? adj : CUBLAS_OP_N, rows, k, p, ptr<T>(f), fr, ptr<T>(tau), ptr<T>(bx), rows,
@@ -805,11 +801,9 @@ void lstsq_typed(const Tensor& a, const Tensor& x, const Tensor& residual) {
     check_solver(geqrf(h, fr, p, fi, ti, ptr<T>(work), lwork, info.data<int32_t>()), "geqrf");
     if (tall) {
       check_solver(ormqr(h, adj, m, k, p, fi, m, ti, bi, rows, ptr<T>(work), lwork, info.data<int32_t>()), "ormqr");
-      const cublasStatus_t st = trsm_upper_left(bh, CUBLAS_OP_N, n, k, fi, m, bi, rows);
-      KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, op, ": cuBLAS error ", cublasGetStatusName(st), " in trsm");
+      trsm(op, bh, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, CUBLAS_DIAG_NON_UNIT, n, k, fi, m, bi, rows);
     } else {
-      const cublasStatus_t st = trsm_upper_left(bh, adj, m, k, fi, n, bi, rows);
-      KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, op, ": cuBLAS error ", cublasGetStatusName(st), " in trsm");
+      trsm(op, bh, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, adj, CUBLAS_DIAG_NON_UNIT, m, k, fi, n, bi, rows);
       check_solver(ormqr(h, CUBLAS_OP_N, n, k, p, fi, n, ti, bi, rows, ptr<T>(work), lwork, info.data<int32_t>()),
                    "ormqr");
     }
@@ -828,8 +822,7 @@ void solver_triangular_solve(const Tensor& a, const Tensor& x, bool upper, bool 
   const int64_t batch = a.size(0);
   const int n = as_int(op, a.size(1)), rows = as_int(op, x.size(1)), cols = as_int(op, x.size(2));
   if (batch == 0 || x.numel() == 0) return;
-  cublasHandle_t h = blas();
-  KILN_CHECK(cublasSetStream(h, current_stream()) == CUBLAS_STATUS_SUCCESS, op, ": cublasSetStream failed");
+  cublasHandle_t h = blas(op);
   // Row-major memory is the column-major transpose: A X = B reads as X^T A^T = B^T
   // (A^T from the right) and X A = B as A^T X^T = B^T; A^T's triangle is the other one.
   const cublasSideMode_t side = left ? CUBLAS_SIDE_RIGHT : CUBLAS_SIDE_LEFT;
@@ -838,17 +831,12 @@ void solver_triangular_solve(const Tensor& a, const Tensor& x, bool upper, bool 
   const int cm_rows = cols, cm_cols = rows;  // x as column-major
   const int64_t a_stride = int64_t{n} * n, x_stride = int64_t{rows} * cols;
   for (int64_t i = 0; i < batch; ++i) {
-    cublasStatus_t st;
-    if (a.dtype() == DType::Complex64) {
-      const cuComplex one = {1.0f, 0.0f};
-      st = cublasCtrsm(h, side, fill, CUBLAS_OP_N, diag, cm_rows, cm_cols, &one, ptr<cuComplex>(a) + i * a_stride, n,
-                       ptr<cuComplex>(x) + i * x_stride, cm_rows);
-    } else {
-      const float one = 1.0f;
-      st = cublasStrsm(h, side, fill, CUBLAS_OP_N, diag, cm_rows, cm_cols, &one, a.data<float>() + i * a_stride, n,
-                       x.data<float>() + i * x_stride, cm_rows);
-    }
-    KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, op, ": cuBLAS error ", cublasGetStatusName(st), " in trsm");
+    if (a.dtype() == DType::Complex64)
+      trsm(op, h, side, fill, CUBLAS_OP_N, diag, cm_rows, cm_cols, ptr<cuComplex>(a) + i * a_stride, n,
+           ptr<cuComplex>(x) + i * x_stride, cm_rows);
+    else
+      trsm(op, h, side, fill, CUBLAS_OP_N, diag, cm_rows, cm_cols, a.data<float>() + i * a_stride, n,
+           x.data<float>() + i * x_stride, cm_rows);
   }
 }
 
@@ -923,24 +911,11 @@ void solver_pinv(const Tensor& u, const Tensor& s, const Tensor& vh, double atol
     scale_by_pseudo_inverse_kernel<float><<<grid_for(elems, 256), 256, 0, stream>>>(
         u.data<float>(), s.data<float>(), batch, m, k, static_cast<float>(atol), static_cast<float>(rtol));
   KILN_CUDA_CHECK_LAUNCH();
-  // Z = (u scaled) vh [b, m, n]; row-major Z is column-major Z^T = vh^T u^T
+  // Z = (u scaled) vh [b, m, n]
   Tensor z = Tensor::empty({batch, m, n}, u.dtype(), u.device());
-  cublasHandle_t h = blas();
-  KILN_CHECK(cublasSetStream(h, stream) == CUBLAS_STATUS_SUCCESS, op, ": cublasSetStream failed");
-  const long long su = int64_t{m} * k, sv = int64_t{k} * n, sz = int64_t{m} * n;
-  cublasStatus_t st;
-  if (complex) {
-    const cuComplex one = {1.0f, 0.0f}, zero = {0.0f, 0.0f};
-    st = cublasCgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, ptr<cuComplex>(vh), n, sv,
-                                   ptr<cuComplex>(u), k, su, &zero, ptr<cuComplex>(z), n, sz, static_cast<int>(batch));
-  } else {
-    const float one = 1.0f, zero = 0.0f;
-    st = cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, vh.data<float>(), n, sv,
-                                   u.data<float>(), k, su, &zero, z.data<float>(), n, sz, static_cast<int>(batch));
-  }
-  KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, op, ": cuBLAS error ", cublasGetStatusName(st), " in gemm");
+  matmul_adjoint(z, u, false, vh, false, 1.0f);
   out.copy_(z.transpose(1, 2));  // pinv = Z^H
-  if (complex) conjugate_(out);
+  if (complex) conjugate_in_place(out);
 }
 
 }  // namespace kiln::cuda_backend

@@ -53,6 +53,9 @@ void solver_lstsq(const Tensor& a, const Tensor& x, const Tensor& residual);
 // max(atol, rtol * s_max)) U^H; u [b, m, k] (overwritten), s [b, k], vh [b, k, n].
 void solver_pinv(const Tensor& u, const Tensor& s, const Tensor& vh, double atol, double rtol, const Tensor& out);
 
+// z = conj(z), in place (complex64; nothing to do for float32).
+void conjugate_in_place(const Tensor& z);
+
 // Ones on the diagonal of each matrix of t [b, rows, cols] (contiguous, zeroed).
 void set_identity(const Tensor& t);
 

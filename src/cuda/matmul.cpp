@@ -4,6 +4,7 @@
 #include "core/backend.h"
 #include "core/gemm_layout.h"
 #include "cuda/common.h"
+#include "cuda/cublas_handle.h"
 
 namespace kiln::cuda_backend {
 
@@ -11,10 +12,6 @@ namespace {
 
 void check_cublas(cublasStatus_t st, const char* what) {
   KILN_CHECK(st == CUBLAS_STATUS_SUCCESS, "cuBLAS error ", cublasGetStatusName(st), " in ", what);
-}
-
-cublasHandle_t handle() {
-  return per_device_handle<cublasHandle_t>([](cublasHandle_t* h) { check_cublas(cublasCreate(h), "cublasCreate"); });
 }
 
 cudaDataType_t cuda_type(DType d) {
@@ -28,6 +25,10 @@ cudaDataType_t cuda_type(DType d) {
 
 }  // namespace
 
+cublasHandle_t cublas_handle() {
+  return per_device_handle<cublasHandle_t>([](cublasHandle_t* h) { check_cublas(cublasCreate(h), "cublasCreate"); });
+}
+
 void matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   Tensor a = a_in, b = b_in;
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
@@ -37,7 +38,7 @@ void matmul(const Tensor& out, const Tensor& a_in, const Tensor& b_in) {
   const int64_t lda = ga.ld, ldb = gb.ld;
   KILN_CHECK(M < INT32_MAX && N < INT32_MAX && K < INT32_MAX && B < INT32_MAX, "matmul: sizes beyond 2^31 (", M, ", ",
              N, ", ", K, ") are not supported");
-  cublasHandle_t h = handle();
+  cublasHandle_t h = cublas_handle();
   check_cublas(cublasSetStream(h, current_stream()), "cublasSetStream");
   const float one = 1.0f, zero = 0.0f;
   const cudaDataType_t t = cuda_type(out.dtype());

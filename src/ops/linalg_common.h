@@ -22,14 +22,6 @@ inline void check_matrix_args(const char* op, const Tensor& A, const char* name,
              A.size(-2), " by ", A.size(-1), " matrices");
 }
 
-// The same, for the ops that run on the CPU only so far.
-inline void check_matrix(const char* op, const Tensor& A, const char* name, bool square) {
-  check_matrix_args(op, A, name, square);
-  if (A.is_cuda())
-    KILN_NOT_IMPLEMENTED(op, " on CUDA is not implemented yet (the GPU linear algebra of issue 5); move ", name,
-                         " to the CPU");
-}
-
 inline void check_pair(const char* op, const Tensor& A, const Tensor& B) {
   check_same_device(op, A, B);
   KILN_CHECK(A.dtype() == B.dtype(), op, ": expected A and B to have the same dtype, but got ", dtype_name(A.dtype()),
