@@ -15,6 +15,9 @@
 // per blockIdx.x, which that block resets) folds them, so one kernel does the
 // whole reduction; while a graph is being captured a second small kernel folds
 // them instead. Anything else is made contiguous first.
+// The kernels are chained launches (chained_launch.cuh): a reduction's blocks
+// become resident while the kernel before it drains, which saves about 0.8 us a
+// call, 2% of a 128 MB reduction.
 #include <cmath>
 #include <limits>
 #include <map>
@@ -163,11 +166,22 @@ __device__ __forceinline__ Acc<A, IDX> join_row(Acc<A, IDX> acc) {
   return acc;
 }
 
+// Blocks of 256 that must fit on an SM at once. 8 caps the registers at 32: for
+// a warp per row of a 2-byte type the compiler takes 38, which runs 2048 blocks
+// in 2.6 waves rather than 1.9 (amax of [16384, 4096] bf16 on the H200: 36.4 ->
+// 35.1 us), and it needs no spill there. Elsewhere the cap spills and loses (sum
+// of [16384, 4096] f32 over dim=-1: 62.6 -> 67.2 us), so the compiler chooses.
+template <class T, int TPR, bool IDX>
+inline constexpr int kMinBlocks = sizeof(T) == 2 && TPR == 32 && !IDX ? 8 : 1;
+
 // TPR threads per row; a block of 256 covers 256 / TPR rows.
 template <class T, ReduceOp OP, bool IDX, int V, int TPR>
-__global__ void __launch_bounds__(256) reduce_rows(Work w, StridedLayout<1> rows, const T* __restrict__ in, T* out,
-                                                   int64_t* out_idx, Acc<acc_t<T>, IDX>* partial, unsigned* tickets) {
+__global__ void __launch_bounds__(256, (kMinBlocks<T, TPR, IDX>))
+    reduce_rows(Work w, StridedLayout<1> rows, const T* __restrict__ in, T* out, int64_t* out_idx,
+                Acc<acc_t<T>, IDX>* partial, unsigned* tickets) {
   using A = acc_t<T>;
+  chain_wait();
+  chain_release();
   constexpr int kRowsPerBlock = 256 / TPR;
   const int lane = threadIdx.x % TPR;
   const int64_t m = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / TPR;
@@ -182,22 +196,25 @@ __global__ void __launch_bounds__(256) reduce_rows(Work w, StridedLayout<1> rows
     // the copy bandwidth so, against 93-95% with a contiguous chunk per split
     constexpr int64_t kStep = static_cast<int64_t>(TPR) * V;
     const int64_t stride = w.splits * kStep;
-    int64_t r = split * kStep + lane * V;
+    const int64_t first = split * kStep + lane * V;
+    const int64_t count = first < w.R ? (w.R - first + stride - 1) / stride : 0;  // vectors of this thread
+    // a pointer walk, with no 64-bit index products in the loop
+    const T* p = row + first;
+    int64_t i = 0, r = first;  // r: the index of p's first element, for argmax and argmin
     // kUnroll vectors in flight per thread, then the remainder one at a time
-    for (; r + (kUnroll - 1) * stride < w.R; r += kUnroll * stride) {
-      Pack<T, V> p[kUnroll];
+    for (; i + kUnroll <= count; i += kUnroll, p += kUnroll * stride, r += kUnroll * stride) {
+      Pack<T, V> v[kUnroll];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) p[u] = *reinterpret_cast<const Pack<T, V>*>(row + r + u * stride);
+      for (int u = 0; u < kUnroll; ++u) v[u] = *reinterpret_cast<const Pack<T, V>*>(p + u * stride);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-        for (int k = 0; k < V; ++k)
-          acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(p[u].v[k]), r + u * stride + k));
+        for (int k = 0; k < V; ++k) acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(v[u].v[k]), r + u * stride + k));
     }
-    for (; r < w.R; r += stride) {
-      const Pack<T, V> p = *reinterpret_cast<const Pack<T, V>*>(row + r);
+    for (; i < count; ++i, p += stride, r += stride) {
+      const Pack<T, V> v = *reinterpret_cast<const Pack<T, V>*>(p);
 #pragma unroll
-      for (int k = 0; k < V; ++k) acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(p.v[k]), r + k));
+      for (int k = 0; k < V; ++k) acc = combine<OP>(acc, make<A, IDX>(static_cast<A>(v.v[k]), r + k));
     }
   }
   acc = join_row<OP, TPR>(acc);
@@ -219,16 +236,19 @@ template <class T, ReduceOp OP, bool IDX, int V>
 __global__ void __launch_bounds__(256) reduce_cols(Work w, StridedLayout<1> red, const T* __restrict__ in, T* out,
                                                    int64_t* out_idx, Acc<acc_t<T>, IDX>* partial, unsigned* tickets) {
   using A = acc_t<T>;
+  chain_wait();
+  chain_release();
   const int64_t m0 = (static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x) * V;
   const int64_t split = blockIdx.y;
   const int64_t begin = split * w.chunk, end = ::min(w.R, begin + w.chunk);
   Acc<A, IDX> acc[V];
 #pragma unroll
   for (int k = 0; k < V; ++k) acc[k] = identity<OP, A, IDX>();
-  const auto load = [&](int64_t off) {
-    if constexpr (V > 1) return *reinterpret_cast<const Pack<T, V>*>(in + off + m0);
-    else return Pack<T, 1>{{in[off + m0]}};
+  const auto load_at = [&](const T* q) {
+    if constexpr (V > 1) return *reinterpret_cast<const Pack<T, V>*>(q);
+    else return Pack<T, 1>{{*q}};
   };
+  const auto load = [&](int64_t off) { return load_at(in + off + m0); };
   const auto add = [&](const Pack<T, V>& p, int64_t r) {
 #pragma unroll
     for (int k = 0; k < V; ++k) acc[k] = combine<OP>(acc[k], make<A, IDX>(static_cast<A>(p.v[k]), r));
@@ -236,17 +256,21 @@ __global__ void __launch_bounds__(256) reduce_cols(Work w, StridedLayout<1> red,
   if (m0 < w.M) {
     int64_t r = begin + threadIdx.y;
     if (red.ndim <= 1) {
-      // one reduced stride: kColUnroll independent loads in flight per thread
+      // one reduced stride: kColUnroll independent loads in flight per thread, by
+      // a pointer walk as in reduce_rows
       constexpr int kColUnroll = 4;
-      const int64_t rs = red.ndim == 1 ? red.strides[0][0] : 0;
-      for (; r + (kColUnroll - 1) * 8 < end; r += kColUnroll * 8) {
-        Pack<T, V> p[kColUnroll];
+      const int64_t rs = red.ndim == 1 ? red.strides[0][0] : 0, step = 8 * rs;
+      const int64_t count = r < end ? (end - r + 7) / 8 : 0;
+      const T* p = in + m0 + r * rs;
+      int64_t i = 0;
+      for (; i + kColUnroll <= count; i += kColUnroll, p += kColUnroll * step) {
+        Pack<T, V> v[kColUnroll];
 #pragma unroll
-        for (int u = 0; u < kColUnroll; ++u) p[u] = load((r + u * 8) * rs);
+        for (int u = 0; u < kColUnroll; ++u) v[u] = load_at(p + u * step);
 #pragma unroll
-        for (int u = 0; u < kColUnroll; ++u) add(p[u], r + u * 8);
+        for (int u = 0; u < kColUnroll; ++u) add(v[u], r + (i + u) * 8);
       }
-      for (; r < end; r += 8) add(load(r * rs), r);
+      for (; i < count; ++i, p += step) add(load_at(p), r + i * 8);
     } else {
       for (; r < end; r += 8) {
         int64_t o[1];
@@ -292,6 +316,8 @@ __global__ void __launch_bounds__(256) reduce_cols(Work w, StridedLayout<1> red,
 template <class T, ReduceOp OP, bool IDX>
 __global__ void combine_splits(Work w, const Acc<acc_t<T>, IDX>* partial, T* out, int64_t* out_idx) {
   using A = acc_t<T>;
+  chain_wait();
+  chain_release();
   // a warp per output: lanes read the partials in parallel
   const int64_t m = (blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -335,9 +361,8 @@ unsigned* split_tickets(cudaStream_t stream, int64_t columns) {
   return t;
 }
 
-// Splits R so that about `target` blocks run (callers: one wave of resident
-// blocks, as a partial second wave costs as much as the first); chunks stay
-// multiples of `align`.
+// Splits R so that about `target` blocks run (the callers say why theirs);
+// chunks stay multiples of `align`.
 void plan_splits(Work& w, int64_t base_blocks, int64_t min_chunk, int64_t align, int64_t target) {
   w.splits = 1;
   if (base_blocks < target && w.R > 2 * min_chunk)
@@ -386,29 +411,40 @@ void reduce_typed(const ReduceArgs& args, float scale) {
     for (int d = 0; d < kept.ndim; ++d) vec = vec && kept.strides[0][d] % V == 0;
     const auto kernel = tpr == 32 ? (vec ? reduce_rows<T, OP, IDX, V, 32> : reduce_rows<T, OP, IDX, 1, 32>)
                                   : (vec ? reduce_rows<T, OP, IDX, V, 256> : reduce_rows<T, OP, IDX, 1, 256>);
+    // one wave of resident blocks: a partial second wave costs as much as the first
     plan_splits(w, base_blocks, 8192, V, resident_blocks(reinterpret_cast<const void*>(kernel), 256));
+    // the same number of tiles for every split: 32768 tiles over 1056 splits would give
+    // some 32 and most 31, and the whole wave waits for the 32s
+    const int64_t tile = static_cast<int64_t>(tpr) * (vec ? V : 1), tiles = (args.R + tile - 1) / tile;
+    const int64_t per_split = (tiles + w.splits - 1) / w.splits;
+    w.splits = (tiles + per_split - 1) / per_split;
     P* partial = alloc_partials();
     if (w.splits > 1) tickets = split_tickets(s, base_blocks);
     const dim3 grid(static_cast<unsigned>(base_blocks), static_cast<unsigned>(w.splits));
-    kernel<<<grid, 256, 0, s>>>(w, kept, x, out, out_idx, partial, tickets);
+    launch_chained(kernel, grid, 256, 0, w, kept, x, out, out_idx, partial, tickets);
   } else {
     bool vec = (reinterpret_cast<uintptr_t>(x) % (VC * sizeof(T))) == 0 && args.M % VC == 0;
     for (int d = 0; d < red.ndim; ++d) vec = vec && red.strides[0][d] % VC == 0;
     const int64_t per_block = 32 * (vec ? VC : 1);
     const int64_t base_blocks = (args.M + per_block - 1) / per_block;
     const auto kernel = vec ? reduce_cols<T, OP, IDX, VC> : reduce_cols<T, OP, IDX, 1>;
-    // 8 blocks per SM (1.33 waves at the 6 that fit): on the H200, sum(dim=0) of [16384, 4096]
-    // f32 took 71 us so, against 79 us at one wave and 76 us at two
-    plan_splits(w, base_blocks, 64, 1, static_cast<int64_t>(sm_count()) * 8);
+    // Few columns of blocks, split deep: about 2 blocks per SM, a third of what fits,
+    // so that the next chained reduction's grid is resident beside this one and its
+    // waiting blocks spread evenly (H200, sum(dim=0) of [16384, 4096] f32: 66.6 us,
+    // against 76.0 at 1 per SM, 87.2 at 3, where the next grid no longer fits and
+    // lands unevenly, and 71.2 at 8). Many columns: 8 per SM, 1.33 waves at the 6
+    // that fit, which the shallow splits of a wide output want.
+    const int64_t per_sm = base_blocks < sm_count() ? 2 : 8;
+    plan_splits(w, base_blocks, 64, 1, static_cast<int64_t>(sm_count()) * per_sm);
     P* partial = alloc_partials();
     if (w.splits > 1) tickets = split_tickets(s, base_blocks);
     const dim3 grid(static_cast<unsigned>(base_blocks), static_cast<unsigned>(w.splits));
-    kernel<<<grid, dim3(32, 8), 0, s>>>(w, red, x, out, out_idx, partial, tickets);
+    launch_chained(kernel, grid, dim3(32, 8), 0, w, red, x, out, out_idx, partial, tickets);
   }
   KILN_CUDA_CHECK_LAUNCH();
   if (w.splits > 1 && tickets == nullptr) {
-    combine_splits<T, OP, IDX><<<static_cast<unsigned>((args.M * 32 + 255) / 256), 256, 0, s>>>(
-        w, static_cast<const P*>(partial_buf.data_ptr()), out, out_idx);
+    launch_chained(combine_splits<T, OP, IDX>, static_cast<unsigned>((args.M * 32 + 255) / 256), 256, 0, w,
+                   static_cast<const P*>(partial_buf.data_ptr()), out, out_idx);
     KILN_CUDA_CHECK_LAUNCH();
   }
 }
