@@ -83,6 +83,16 @@ class LayerOps(unittest.TestCase):
         with self.assertRaisesRegex(kiln.Error, "even"):
             kiln.silu_and_mul(kiln.zeros((2, 5)))
 
+    def test_silu_and_mul_bf16_rows_in_chunks(self):
+        # one long row (split into chunks across threads) and a few short ones, bfloat16
+        for shape in ((1, 2 * 5000), (3, 2 * 40)):
+            x = kiln.tensor(RNG.standard_normal(shape).astype(np.float32) * 4).to(kiln.bfloat16)
+            a = np.from_dlpack(x.to(kiln.float32)).astype(np.float64)
+            h = shape[1] // 2
+            g, u = a[:, :h], a[:, h:]
+            got = np.from_dlpack(kiln.silu_and_mul(x).to(kiln.float32))
+            np.testing.assert_allclose(got, g / (1 + np.exp(-g)) * u, rtol=2 ** -8, atol=1e-6, err_msg=str(shape))
+
     def test_rotary_half_interleaved_partial(self):
         t, h, d = 7, 3, 16
         x = RNG.standard_normal((t, h, d)).astype(np.float32)
