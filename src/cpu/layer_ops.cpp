@@ -17,22 +17,27 @@ void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, c
     using T = typename decltype(tag)::type;
     const int64_t M = x.size(0), N = x.size(1);
     const T* w = weight.defined() ? weight.data<T>() : nullptr;
-#pragma omp parallel for
+    const T* xs = x.data<T>();
+    const T* res = residual.defined() ? residual.data<T>() : nullptr;
+    T* res_out = residual.defined() ? residual_out.data<T>() : nullptr;
+    T* os = out.data<T>();
+    // one row (a decode step) stays on this thread: waking the team cost more than the row
+#pragma omp parallel for if (M > 1)
     for (int64_t r = 0; r < M; ++r) {
       std::vector<float> v(N);
-      const T* xr = x.data<T>() + r * N;
+      const T* xr = xs + r * N;
       double ss = 0.0;
       for (int64_t i = 0; i < N; ++i) {
         T s = xr[i];
-        if (residual.defined()) {  // rounded to T, as x + residual would be
-          s = T(static_cast<float>(s) + static_cast<float>(residual.data<T>()[r * N + i]));
-          residual_out.data<T>()[r * N + i] = s;
+        if (res) {  // rounded to T, as x + residual would be
+          s = T(static_cast<float>(s) + static_cast<float>(res[r * N + i]));
+          res_out[r * N + i] = s;
         }
         v[i] = static_cast<float>(s);
         ss += static_cast<double>(v[i]) * v[i];
       }
       const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(N)) + eps);
-      T* o = out.data<T>() + r * N;
+      T* o = os + r * N;
       for (int64_t i = 0; i < N; ++i) o[i] = T(v[i] * inv * (w ? static_cast<float>(w[i]) : 1.0f));
     }
   });
