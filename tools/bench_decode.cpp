@@ -23,20 +23,28 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// The fastest of 5 timed runs of f, in seconds (f synchronises what it times).
+template <class F>
+double best_of_5_seconds(F f) {
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    best = std::min(best, seconds_since(t0));
+  }
+  return best;
+}
+
 // GB/s of a device-to-device copy of 1 GiB (CPU: 256 MiB): the read+write ceiling.
 double copy_gbps(Device d) {
   const int64_t n = (d.is_cuda() ? 1LL << 30 : 1LL << 28) / 4;
   const Tensor a = zeros({n}, DType::Float32, d), b = empty({n}, DType::Float32, d);
   b.copy_(a);
   sync(d);
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    b.copy_(a);
-    sync(d);
-    best = std::min(best, seconds_since(t0));
-  }
-  return 2.0 * n * 4 / best / 1e9;
+  return 2.0 * n * 4 / best_of_5_seconds([&] {
+           b.copy_(a);
+           sync(d);
+         }) / 1e9;
 }
 
 // GB/s of a sum over 1 GiB of float32 on the CPU, best of 5: the read ceiling
@@ -46,13 +54,7 @@ double copy_gbps(Device d) {
 double read_gbps_cpu() {
   const int64_t n = (int64_t{1} << 30) / 4;
   const Tensor a = zeros({n}, DType::Float32, kCPU);
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    (void)sum(a).item<float>();
-    best = std::min(best, seconds_since(t0));
-  }
-  return n * 4.0 / best / 1e9;
+  return n * 4.0 / best_of_5_seconds([&] { (void)sum(a).item<float>(); }) / 1e9;
 }
 
 // n token ids drawn uniformly from [0, vocab)
