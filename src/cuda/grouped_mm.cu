@@ -16,6 +16,8 @@
 #include "cuda/common.h"
 #include "cuda/gemv.cuh"
 #include "cuda/mma.cuh"
+#include "cuda/tma.cuh"
+#include "cuda/tma.h"
 
 namespace kiln::cuda_backend {
 
@@ -260,12 +262,16 @@ void launch_grouped_rows(const GroupedMmArgs& s) {
 }
 
 
-// ---- prefill: a 64 x (TW * NTW * 8) tile per block, k in 64-byte slices
-// through a 4-stage cp.async pipeline in shared memory; each of the TW warps
-// owns NTW * 8 columns (4 x NTW mma tiles). A slice is 64 rows x 4 chunks of a and 128 rows x
-// 4 chunks of b; lane (g, t) reads chunk t of 8 consecutive rows, 512
-// contiguous bytes per warp, so the reads are free of bank conflicts.
-constexpr int kTileRows = 64, kStages = 4;
+// ---- prefill: a 64 x (TW * NTW * 8) tile per block; k streams through a ring
+// of kTileStages stages in shared memory (cp.async), each stage SUB slices of 64
+// bytes of k. A slice is 64 rows x 4 chunks of a and TW * NTW * 8 rows x 4 chunks
+// of b; lane (g, t) reads chunk t of 8 consecutive rows, 512 contiguous bytes per
+// warp, so the reads are free of bank conflicts. Each of the TW warps owns NTW * 8
+// columns and only the 16-row tiles that hold rows of its group (an expert of a
+// 512-token prefill has about 32). Rows past the group's end and columns past N
+// are not loaded: they feed only outputs that are never stored. k past K is
+// loaded as zeros, since it feeds every output.
+constexpr int kTileRows = 64;
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
@@ -275,60 +281,81 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
-template <class T, class O, int TW, int NTW>
+template <int TW, int NTW, int SUB>
+constexpr size_t tile_stage_chunks() {
+  return static_cast<size_t>(SUB) * (kTileRows + TW * NTW * 8) * 4;
+}
+
+// Blocks in column-block-fastest order, so that the column blocks of a row chunk
+// run together and its rows of a come from L2 after the first read.
+template <class T, class O, int TW, int NTW, int SUB, int kTileStages>
 __global__ void __launch_bounds__(TW * 32)
     grouped_tile_kernel(const T* __restrict__ a, int64_t lda, int64_t rows, const T* __restrict__ b, int64_t ldg,
                         int64_t ldb, int64_t N, int64_t K, const int32_t* __restrict__ offs, int G,
                         O* __restrict__ out, int64_t ldo) {
-  constexpr int kTileCols = TW * NTW * 8, kTileWarps = TW;
-  __shared__ uint4 sa[kStages][kTileRows][4];
-  __shared__ uint4 sb[kStages][kTileCols][4];
-  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kTileCols;
-  if (blockIdx.x == 0) zero_tail_rows(offs, G, rows, N, n0, kTileCols, out, ldo);
+  constexpr int kTileCols = TW * NTW * 8, kThreads = TW * 32;
+  static_assert(kThreads == kTileRows * 4 && kTileCols % kTileRows == 0, "one a chunk per thread per slice");
+  extern __shared__ uint4 tile_smem[];
+  const unsigned col_blocks = static_cast<unsigned>((N + kTileCols - 1) / kTileCols);
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x % col_blocks) * kTileCols;
+  const int64_t slot = blockIdx.x / col_blocks;
+  if (slot == 0) zero_tail_rows(offs, G, rows, N, n0, kTileCols, out, ldo);
   GroupChunk gc;
-  if (!find_group_chunk(offs, G, rows, kTileRows, blockIdx.x, gc)) return;  // same answer for the whole block
-  const T* ag = a + gc.row0 * lda;
-  const T* bg = b + gc.g * ldg + n0 * ldb;
-  const int64_t chunks = K * static_cast<int64_t>(sizeof(T)) / 16, slices = (chunks + 3) / 4;
+  if (!find_group_chunk(offs, G, rows, kTileRows, slot, gc)) return;  // same answer for the whole block
+  const int64_t chunks = K * static_cast<int64_t>(sizeof(T)) / 16;
+  const int64_t stages = (chunks + 4 * SUB - 1) / (4 * SUB);
   const int ncols = static_cast<int>(min64(kTileCols, N - n0));
 
-  // Slice s into stage s % kStages: (64 + 128) rows x 4 chunks, 6 per thread.
-  auto load_slice = [&](int64_t slice) {
-    const int st = static_cast<int>(slice % kStages);
-    for (int i = threadIdx.x; i < (kTileRows + kTileCols) * 4; i += kTileWarps * 32) {
-      const int r = i / 4, q = i % 4;
-      const int64_t chunk = slice * 4 + q;
-      if (r < kTileRows) {
-        const bool ok = r < gc.rows && chunk < chunks;
-        cp_async16(&sa[st][r][q], ok ? static_cast<const void*>(reinterpret_cast<const uint4*>(ag + r * lda) + chunk) : ag, ok);
-      } else {
-        const int n = r - kTileRows;
-        const bool ok = n < ncols && chunk < chunks;
-        cp_async16(&sb[st][n][q], ok ? static_cast<const void*>(reinterpret_cast<const uint4*>(bg + n * ldb) + chunk) : bg, ok);
-      }
+  // This thread's copies: chunk q of a row r and of b rows r + j * 64.
+  const int r = threadIdx.x / 4, q = threadIdx.x % 4;
+  const uint4* a_src = reinterpret_cast<const uint4*>(a + (gc.row0 + r) * lda) + q;
+  const uint4* b_src = reinterpret_cast<const uint4*>(b + gc.g * ldg + (n0 + r) * ldb) + q;
+  const int64_t b_step = kTileRows * ldb * static_cast<int64_t>(sizeof(T)) / 16;
+  auto stage_a = [&](int st, int u) { return tile_smem + st * tile_stage_chunks<TW, NTW, SUB>() + u * kTileRows * 4; };
+  auto stage_b = [&](int st, int u) {
+    return tile_smem + st * tile_stage_chunks<TW, NTW, SUB>() + SUB * kTileRows * 4 + u * kTileCols * 4;
+  };
+  auto load_stage = [&](int64_t s) {
+    const int st = static_cast<int>(s % kTileStages);
+#pragma unroll
+    for (int u = 0; u < SUB; ++u) {
+      const int64_t chunk = (s * SUB + u) * 4 + q;
+      const bool in_k = chunk < chunks;
+      const int64_t at = in_k ? chunk - q : 0;  // a zero-filled copy still needs a valid address
+      if (r < gc.rows) cp_async16(stage_a(st, u) + threadIdx.x, a_src + at, in_k);
+#pragma unroll
+      for (int j = 0; j < kTileCols / kTileRows; ++j)
+        if (r + j * kTileRows < ncols) cp_async16(stage_b(st, u) + threadIdx.x + j * kThreads, b_src + j * b_step + at, in_k);
     }
   };
 #pragma unroll
-  for (int s0 = 0; s0 < kStages - 1; ++s0) {
-    if (s0 < slices) load_slice(s0);
+  for (int s0 = 0; s0 < kTileStages - 1; ++s0) {
+    if (s0 < stages) load_stage(s0);
     cp_async_commit();
   }
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int mtiles = (gc.rows + 15) / 16;
   float c[4][NTW][4] = {};
-  for (int64_t kt = 0; kt < slices; ++kt) {
-    cp_async_wait<kStages - 2>();
-    __syncthreads();  // slice kt is in; every warp is done with the stage about to be refilled
-    if (kt + kStages - 1 < slices) load_slice(kt + kStages - 1);
+  for (int64_t s = 0; s < stages; ++s) {
+    cp_async_wait<kTileStages - 2>();
+    __syncthreads();  // stage s is in; every warp is done with the stage about to be refilled
+    if (s + kTileStages - 1 < stages) load_stage(s + kTileStages - 1);
     cp_async_commit();
-    const int st = static_cast<int>(kt % kStages);
-    uint4 bv[NTW];
+    const int st = static_cast<int>(s % kTileStages);
 #pragma unroll
-    for (int n = 0; n < NTW; ++n) bv[n] = sb[st][warp * NTW * 8 + n * 8 + g][t];
+    for (int u = 0; u < SUB; ++u) {
+      const uint4* sa = stage_a(st, u);
+      const uint4* sb = stage_b(st, u);
+      uint4 bv[NTW];
 #pragma unroll
-    for (int m = 0; m < 4; ++m) {
-      const uint4 lo = sa[st][m * 16 + g][t], hi = sa[st][m * 16 + 8 + g][t];
+      for (int n = 0; n < NTW; ++n) bv[n] = sb[(warp * NTW * 8 + n * 8 + g) * 4 + t];
 #pragma unroll
-      for (int n = 0; n < NTW; ++n) mma_chunk<T>(c[m][n], lo, hi, bv[n]);
+      for (int m = 0; m < 4; ++m) {
+        if (m >= mtiles) break;
+        const uint4 lo = sa[(m * 16 + g) * 4 + t], hi = sa[(m * 16 + 8 + g) * 4 + t];
+#pragma unroll
+        for (int n = 0; n < NTW; ++n) mma_chunk<T>(c[m][n], lo, hi, bv[n]);
+      }
     }
   }
 #pragma unroll
@@ -337,26 +364,176 @@ __global__ void __launch_bounds__(TW * 32)
     for (int n = 0; n < NTW; ++n)
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        const int r = tile_row(m, i);
+        const int row = tile_row(m, i);
         const int64_t col = n0 + warp * NTW * 8 + tile_col(n, i);
-        if (r < gc.rows && col < N) out[(gc.row0 + r) * ldo + col] = O(c[m][n][i]);
+        if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i]);
       }
 }
 
-template <class T, class O, int TW, int NTW>
+template <class T, class O, int TW, int NTW, int SUB, int kTileStages>
 void launch_grouped_tile(const GroupedMmArgs& s) {
-  launch_group_chunks<T, O>(grouped_tile_kernel<T, O, TW, NTW>, TW * 32, kTileRows, TW * NTW * 8, s);
+  const int64_t rows = s.a.size(0), K = s.a.size(1), N = s.b.size(2);
+  const int G = static_cast<int>(s.offs.size(0));
+  constexpr int kTileCols = TW * NTW * 8;
+  const int64_t slots = (rows + kTileRows - 1) / kTileRows + std::min<int64_t>(G, rows);
+  const int64_t blocks = std::max<int64_t>(slots, 1) * ((N + kTileCols - 1) / kTileCols);
+  KILN_CHECK(blocks < (int64_t{1} << 31), "grouped_mm: ", rows, " rows x ", N, " columns is more tiles than one launch takes");
+  const auto kernel = grouped_tile_kernel<T, O, TW, NTW, SUB, kTileStages>;
+  const size_t smem = kTileStages * tile_stage_chunks<TW, NTW, SUB>() * sizeof(uint4);
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+  kernel<<<static_cast<unsigned>(blocks), TW * 32, smem, current_stream()>>>(
+      s.a.data<T>(), s.a.stride(0), rows, s.b.data<T>(), s.b.stride(0), s.b.stride(2), N, K, s.offs.data<int32_t>(),
+      G, s.out.data<O>(), s.out.stride(0));
+  KILN_CUDA_CHECK_LAUNCH();
+}
+
+// ---- prefill on Hopper: the same 64 x (TW * NTW * 8) tiles, with the k slices
+// brought in by the tensor memory accelerator. One producer warp issues, per
+// stage, SUB boxes of 64 bytes of k for the 64 rows of a and the tile's columns
+// of b, into a ring of ST stages; the TW consumer warps wait on the stage's
+// "full" barrier and, when done with it, arrive on its "empty" one. No thread
+// spends instructions on addresses, and no barrier holds all warps together.
+// Boxes land densely (64-byte rows), which is the layout the cp.async kernel
+// reads. Rows and k outside the tensors read as zeros; rows of a that belong to
+// the next group feed only outputs that are never stored.
+template <class T, class O, int TW, int NTW, int SUB, int ST>
+__global__ void __launch_bounds__((TW + 1) * 32)
+    grouped_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
+                       int64_t rows, int64_t N, int64_t K, const int32_t* __restrict__ offs, int G,
+                       O* __restrict__ out, int64_t ldo) {
+#if __CUDA_ARCH__ >= 900
+  constexpr int kTileCols = TW * NTW * 8, kSliceElems = 64 / sizeof(T);
+  constexpr uint32_t kABytes = kTileRows * 64, kBBytes = kTileCols * 64, kStageBytes = SUB * (kABytes + kBBytes);
+  extern __shared__ __align__(128) unsigned char tma_smem[];
+  uint64_t* full = reinterpret_cast<uint64_t*>(tma_smem + ST * kStageBytes);
+  uint64_t* empty = full + ST;
+  const unsigned col_blocks = static_cast<unsigned>((N + kTileCols - 1) / kTileCols);
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x % col_blocks) * kTileCols;
+  const int64_t slot = blockIdx.x / col_blocks;
+  if (slot == 0) zero_tail_rows(offs, G, rows, N, n0, kTileCols, out, ldo);
+  GroupChunk gc;
+  if (!find_group_chunk(offs, G, rows, kTileRows, slot, gc)) return;  // same answer for the whole block
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (threadIdx.x == 0) {
+    for (int st = 0; st < ST; ++st) {
+      mbar_init(&full[st], 1);
+      mbar_init(&empty[st], TW);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int64_t slices = (K + kSliceElems - 1) / kSliceElems, stages = (slices + SUB - 1) / SUB;
+  if (warp == TW) {  // the producer
+    if (lane == 0) {
+      tma_prefetch_map(map_a);
+      tma_prefetch_map(map_b);
+      for (int64_t s = 0; s < stages; ++s) {
+        const int st = static_cast<int>(s % ST);
+        if (s >= ST) mbar_wait(&empty[st], static_cast<uint32_t>((s / ST - 1) & 1));
+        const int subs = static_cast<int>(min64(SUB, slices - s * SUB));
+        mbar_arrive_expect_tx(&full[st], subs * (kABytes + kBBytes));
+        unsigned char* stage = tma_smem + st * kStageBytes;
+        for (int u = 0; u < subs; ++u) {
+          const int k0 = static_cast<int>((s * SUB + u) * kSliceElems);
+          tma_load_2d(stage + u * kABytes, map_a, k0, static_cast<int>(gc.row0), &full[st]);
+          tma_load_3d(stage + SUB * kABytes + u * kBBytes, map_b, k0, static_cast<int>(n0), gc.g, &full[st]);
+        }
+      }
+    }
+    return;
+  }
+  const int g = lane / 4, t = lane % 4;
+  const int mtiles = (gc.rows + 15) / 16;
+  float c[4][NTW][4] = {};
+  for (int64_t s = 0; s < stages; ++s) {
+    const int st = static_cast<int>(s % ST);
+    mbar_wait(&full[st], static_cast<uint32_t>((s / ST) & 1));
+    const int subs = static_cast<int>(min64(SUB, slices - s * SUB));
+    const uint4* stage = reinterpret_cast<const uint4*>(tma_smem + st * kStageBytes);
+#pragma unroll
+    for (int u = 0; u < SUB; ++u) {
+      if (u >= subs) break;
+      const uint4* sa = stage + u * (kABytes / 16);
+      const uint4* sb = stage + SUB * (kABytes / 16) + u * (kBBytes / 16);
+      uint4 bv[NTW];
+#pragma unroll
+      for (int n = 0; n < NTW; ++n) bv[n] = sb[(warp * NTW * 8 + n * 8 + g) * 4 + t];
+#pragma unroll
+      for (int m = 0; m < 4; ++m) {
+        if (m >= mtiles) break;
+        const uint4 lo = sa[(m * 16 + g) * 4 + t], hi = sa[(m * 16 + 8 + g) * 4 + t];
+#pragma unroll
+        for (int n = 0; n < NTW; ++n) mma_chunk<T>(c[m][n], lo, hi, bv[n]);
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(&empty[st]);
+  }
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int n = 0; n < NTW; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = tile_row(m, i);
+        const int64_t col = n0 + warp * NTW * 8 + tile_col(n, i);
+        if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i]);
+      }
+#else
+  __trap();  // launchers check the architecture first
+#endif
+}
+
+// Whether a and b can be described by tensor maps (Hopper, 16-byte aligned rows).
+bool fits_tma(const GroupedMmArgs& s) {
+  const uint64_t isz = s.a.itemsize();
+  const uint64_t sa[1] = {static_cast<uint64_t>(s.a.stride(0)) * isz};
+  const uint64_t sb[2] = {static_cast<uint64_t>(s.b.stride(2)) * isz, static_cast<uint64_t>(s.b.stride(0)) * isz};
+  // == 90: only the sm_90a build has the kernel; other cards run the compute_80 PTX
+  return device_arch() == 90 && s.a.size(0) < (int64_t{1} << 31) && s.b.size(0) < (int64_t{1} << 31) &&
+         tensor_map_fits(s.a.data_ptr(), 2, sa) && tensor_map_fits(s.b.data_ptr(), 3, sb);
+}
+
+template <class T, class O, int TW, int NTW, int SUB, int ST>
+void launch_grouped_tma(const GroupedMmArgs& s) {
+  const int64_t rows = s.a.size(0), K = s.a.size(1), N = s.b.size(2);
+  const int G = static_cast<int>(s.offs.size(0));
+  constexpr int kTileCols = TW * NTW * 8;
+  const bool bf16 = std::is_same_v<T, BFloat16>;
+  const uint64_t isz = sizeof(T);
+  const uint64_t a_dims[2] = {static_cast<uint64_t>(K), static_cast<uint64_t>(rows)};
+  const uint64_t a_strides[1] = {static_cast<uint64_t>(s.a.stride(0)) * isz};
+  const uint32_t a_box[2] = {64 / sizeof(T), kTileRows};
+  const uint64_t b_dims[3] = {static_cast<uint64_t>(K), static_cast<uint64_t>(N), static_cast<uint64_t>(G)};
+  const uint64_t b_strides[2] = {static_cast<uint64_t>(s.b.stride(2)) * isz, static_cast<uint64_t>(s.b.stride(0)) * isz};
+  const uint32_t b_box[3] = {64 / sizeof(T), kTileCols, 1};
+  const CUtensorMap map_a = tensor_map_16bit(bf16, 2, s.a.data_ptr(), a_dims, a_strides, a_box);
+  const CUtensorMap map_b = tensor_map_16bit(bf16, 3, s.b.data_ptr(), b_dims, b_strides, b_box);
+  const int64_t slots = (rows + kTileRows - 1) / kTileRows + std::min<int64_t>(G, rows);
+  const int64_t blocks = std::max<int64_t>(slots, 1) * ((N + kTileCols - 1) / kTileCols);
+  KILN_CHECK(blocks < (int64_t{1} << 31), "grouped_mm: ", rows, " rows x ", N, " columns is more tiles than one launch takes");
+  const auto kernel = grouped_tma_kernel<T, O, TW, NTW, SUB, ST>;
+  const size_t smem = static_cast<size_t>(ST) * SUB * (kTileRows + kTileCols) * 64 + 2 * ST * sizeof(uint64_t);
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+  kernel<<<static_cast<unsigned>(blocks), (TW + 1) * 32, smem, current_stream()>>>(
+      map_a, map_b, rows, N, K, s.offs.data<int32_t>(), G, s.out.data<O>(), s.out.stride(0));
+  KILN_CUDA_CHECK_LAUNCH();
 }
 
 // Measured on the H200 (bench.py, 128 experts, 2048 -> 1536): decode (1 token,
-// top-8) 20 us with 4 warps x 4 steps in flight; prefill (512 tokens) 392 us for
-// the 64 x 128 tile with 8 warps, against 388-463 us for register-only 64 x 32
-// tiles and 263 us for PyTorch's CUTLASS grouped GEMM.
+// top-8) 20 us with 4 warps x 4 steps in flight. Prefill (512 tokens): 227 us
+// for the TMA kernel with 4 consumer warps x 4 column groups, 2 k-steps of 64 B
+// per stage and 4 stages (8 x 2 x 2 x 4: 235 us; 8 x 4 x 1 x 4: 233 us); 251 us
+// for the cp.async tile kernel, which serves where TMA cannot (no sm_90, odd
+// strides); PyTorch's CUTLASS grouped GEMM 260 us.
 template <class T, class O>
 void grouped_rows_mma(const GroupedMmArgs& s) {
   const int64_t rows = s.a.size(0), K = s.a.size(1);
   const int64_t G = s.offs.size(0);
-  if (rows > 8 * G) launch_grouped_tile<T, O, 8, 2>(s);  // prefill: about a tile of rows per expert
+  if (rows > 8 * G) {  // prefill: about a tile of rows per expert
+    if (fits_tma(s)) launch_grouped_tma<T, O, 4, 4, 2, 4>(s);
+    else launch_grouped_tile<T, O, 8, 2, 2, 3>(s);
+  }
   else if (rows <= G) launch_grouped_gemv<T, O>(s);       // decode: a row or none per expert
   else if (K * static_cast<int64_t>(sizeof(T)) >= 8 * 4 * 64 * 4) launch_grouped_rows<T, O, 1, 1, 8, 4>(s);
   else launch_grouped_rows<T, O, 1, 1, 4, 4>(s);

@@ -115,6 +115,9 @@ class GroupedMm(TorchParityBase):
         self.check_2d3d([3, 0, 5, 0, 0, 9], 256, 80, msg="empty groups, N not a multiple of 32")
         self.check_2d3d([0, 0, 100, 0], 512, 64, msg="every token in one group")
         self.check_2d3d([40, 0, 70], 512, 64, out_dtype=torch.float32, msg="float32 out")
+        # the prefill tiles: k not a whole number of pipeline stages, N not a whole tile, a group of two row chunks
+        self.check_2d3d([70, 0, 33, 5], 200, 200, msg="prefill tiles, ragged K and N")
+        self.check_2d3d([70, 0, 33, 5], 200, 200, out_dtype=torch.float32, msg="prefill tiles, float32 out")
         self.check_2d3d([0, 0, 0], 128, 64, msg="zero tokens")
         few = [1, 0, 2, 0, 0, 1, 0, 0, 3, 0, 0, 0, 0, 1, 0, 0]  # rows <= groups: the matrix-vector path
         self.check_2d3d(few, 640, 200, msg="few rows per group, N not a multiple of 8")
