@@ -312,7 +312,7 @@ def moe_routing_cases():
     return c
 
 
-# ---- cases: attention decode (issue 3) ----
+# ---- cases: attention decode and prefill (issue 3) ----
 def attention_cases():
     c, F = [], torch.nn.functional
     for hq, hkv, d, s in [(32, 8, 80, 4096), (32, 8, 80, 32768), (32, 8, 128, 4096), (32, 4, 128, 32768),
@@ -324,6 +324,19 @@ def attention_cases():
                       lambda kq=kq, kkk=kkk, kv=kv: kiln.nn.functional.scaled_dot_product_attention(
                           kq, kkk, kv, enable_gqa=True),
                       lambda q=q, kk=kk, v=v: F.scaled_dot_product_attention(q, kk, v, enable_gqa=True), graph=True))
+    # prefill: the flash kernel; FLOPs of the two matmuls over the (causal: lower half of the) score matrix
+    for hq, hkv, d, n, dt, causal in [(16, 16, 40, 4096, torch.float16, True), (16, 16, 40, 4096, torch.float16, False),
+                                      (32, 8, 128, 2048, torch.bfloat16, True), (16, 16, 64, 4096, torch.float16, True)]:
+        q = torch.randn(1, hq, n, d, device="cuda", dtype=dt)
+        kk, v = (torch.randn(1, hkv, n, d, device="cuda", dtype=dt) for _ in range(2))
+        kq, kkk, kv = k(q), k(kk), k(v)
+        flops = 4.0 * hq * n * n * d * (0.5 if causal else 1.0)
+        c.append(Case("attention", f"sdpa prefill {hq}q/{hkv}kv d{d} {n}x{n} {str(dt)[6:]}{' causal' if causal else ''}",
+                      2.0 * (2 * hq + 2 * hkv) * n * d,
+                      lambda kq=kq, kkk=kkk, kv=kv, causal=causal: kiln.nn.functional.scaled_dot_product_attention(
+                          kq, kkk, kv, is_causal=causal, enable_gqa=True),
+                      lambda q=q, kk=kk, v=v, causal=causal: F.scaled_dot_product_attention(
+                          q, kk, v, is_causal=causal, enable_gqa=True), flops=flops))
     return c
 
 

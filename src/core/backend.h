@@ -95,6 +95,16 @@ struct AttentionDecodeArgs {
   Tensor seq_lens;
 };
 
+// Arguments of the many-query attention (prefill): out [B, Hq, L, D] contiguous;
+// q [B, Hq, L, D], k and v [B, Hkv, S, D] with unit inner strides, 16-byte rows,
+// one float dtype; q head h reads kv head h / (Hq / Hkv); L, S > 0; scale > 0;
+// causal: query i sees keys 0..i (PyTorch's top-left alignment).
+struct AttentionPrefillArgs {
+  Tensor out, q, k, v;
+  double scale = 1.0;
+  bool causal = false;
+};
+
 // qkv_rotary_cache's arguments, checked: q_out [T, Hq, D] contiguous; qkv rows
 // [T, (Hq + 2 Hkv) D] unit inner stride; norms [D] contiguous or undefined; cos,
 // sin [capacity, half] contiguous float32; positions int32 [T] contiguous; caches
@@ -135,6 +145,7 @@ struct QkvRotaryCacheArgs {
   /* out [T, N], y [T*k, N] contiguous, same float dtype; weights/sorted_pos as MoeRouting */      \
   void moe_combine(const Tensor& out, const Tensor& y, const Tensor& weights, const Tensor& sorted_pos); \
   void attention_decode(const AttentionDecodeArgs& args);                                            \
+  void attention_prefill(const AttentionPrefillArgs& args);                                          \
   /* rows [M, N] contiguous; weight [N] or undefined; residual_out/residual defined for the fused add */ \
   void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, const Tensor& residual_out, \
                      const Tensor& weight, float eps);                                               \

@@ -49,6 +49,7 @@ void index_select_rows(const Tensor&, const Tensor&, const Tensor&) { no_cuda("i
 void moe_route(const MoeRouteArgs&) { no_cuda("moe_route"); }
 void moe_combine(const Tensor&, const Tensor&, const Tensor&, const Tensor&) { no_cuda("moe_combine"); }
 void attention_decode(const AttentionDecodeArgs&) { no_cuda("scaled_dot_product_attention"); }
+void attention_prefill(const AttentionPrefillArgs&) { no_cuda("scaled_dot_product_attention"); }
 void rms_norm_rows(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float) { no_cuda("rms_norm"); }
 void rms_norm_combine_rows(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                            const Tensor&, float) {

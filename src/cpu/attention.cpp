@@ -102,4 +102,10 @@ void attention_decode(const AttentionDecodeArgs& a) {
   });
 }
 
+// The front door runs prefill on the CPU through the math path (matmuls on
+// OpenBLAS); there is no fused CPU prefill kernel to reach.
+void attention_prefill(const AttentionPrefillArgs&) {
+  KILN_NOT_IMPLEMENTED("scaled_dot_product_attention: the fused prefill kernel is CUDA only (the CPU takes the math path)");
+}
+
 }  // namespace kiln::cpu

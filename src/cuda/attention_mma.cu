@@ -24,6 +24,7 @@
 #include "cuda/attention_decode.h"
 #include "cuda/attention_merge.cuh"
 #include "cuda/common.h"
+#include "cuda/cp_async.cuh"
 #include "cuda/mma.cuh"
 
 namespace kiln::cuda_backend {
@@ -36,17 +37,6 @@ __device__ __forceinline__ uint32_t transpose8x8(uint32_t x) {
   uint32_t y;
   asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
   return y;
-}
-
-template <class T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  } else {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<uint32_t*>(&h);
-  }
 }
 
 __device__ __forceinline__ uint32_t word(const uint4& u, int j) { return j == 0 ? u.x : j == 1 ? u.y : j == 2 ? u.z : u.w; }
@@ -75,16 +65,6 @@ constexpr size_t mma_decode_smem() {
 template <int NB>
 __device__ __forceinline__ int swizzled_chunk(int row, int c) {
   return NB % 2 == 0 ? c ^ ((row & 1) << 2) : c;
-}
-
-__device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid) {
-  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void commit_async() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void wait_async() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
 template <class T, int NB>
@@ -136,11 +116,11 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
         const bool ok = s0 + r < s_end;
         const int64_t key = ok ? s0 + r : 0;
         const int sc = swizzled_chunk<NB>(r, c);  // rows r and 16 + r have one parity
-        copy16_async(slot + r * kPitch + sc * 16, kb + key * kss + c * 8, ok);
-        copy16_async(slot + (kMmaKeys + r) * kPitch + sc * 16, vb + key * vss + c * 8, ok);
+        cp_async16(slot + r * kPitch + sc * 16, kb + key * kss + c * 8, ok);
+        cp_async16(slot + (kMmaKeys + r) * kPitch + sc * 16, vb + key * vss + c * 8, ok);
       }
     }
-    commit_async();  // one group per step, empty or not, so wait_async counts steps
+    cp_async_commit();  // one group per step, empty or not, so wait_async counts steps
   };
   // o[s][p]: rows dims 32s + 8 (g / 2) + 2 (2p) + g % 2 (regs 0, 1) and the same + 2 (regs 2, 3),
   // columns heads 2t and 2t + 1 (even and odd regs)
@@ -157,7 +137,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) issue(i);
   for (int64_t i = 0; i < steps; ++i) {
-    wait_async<kStages - 2>();  // this lane's copies of step i have landed
+    cp_async_wait<kStages - 2>();  // this lane's copies of step i have landed
     __syncwarp();               // and every lane's; the slot of step i - 1 is free
     issue(i + kStages - 1);
     const int64_t s0 = first + i * kStride;
@@ -194,7 +174,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
       }
     }
   }
-  wait_async<0>();
+  cp_async_wait<0>();
   __syncwarp();  // the ring is done with: this warp's outputs go where its stages were
 #pragma unroll
   for (int h = 0; h < 2; ++h) l[h] = sum_over_g(l[h]);

@@ -14,6 +14,7 @@
 #include "core/vector_rows.h"
 #include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
+#include "cuda/cp_async.cuh"
 #include "cuda/gemv.cuh"
 #include "cuda/mma.cuh"
 #include "cuda/tma.cuh"
@@ -272,14 +273,6 @@ void launch_grouped_rows(const GroupedMmArgs& s) {
 // are not loaded: they feed only outputs that are never stored. k past K is
 // loaded as zeros, since it feeds every output.
 constexpr int kTileRows = 64;
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 template <int TW, int NTW, int SUB>
 constexpr size_t tile_stage_chunks() {

@@ -15,6 +15,8 @@
 // {part 1, part 2} of column g, C regs {(g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1)}.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -53,6 +55,33 @@ __device__ __forceinline__ void mma_16x8(float (&c)[4], uint32_t a0, uint32_t a1
 #else
     __trap();  // launchers check the architecture first
 #endif
+  }
+}
+
+// The 16 x 8 x 8 mma of 16-bit types: A regs {row g, row g+8}, B reg {column g}.
+template <class T>
+__device__ __forceinline__ void mma_16x8x8(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+  } else {
+    static_assert(std::is_same_v<T, Half>, "mma_16x8x8: bfloat16 or float16");
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(b0));
+  }
+}
+
+// Two floats rounded to T and packed into one 4-byte word (lo in the low half).
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
   }
 }
 

@@ -1,6 +1,7 @@
 // scaled_dot_product_attention: the decode kernel for one query token reading a
-// KV cache in place, and the math path, composed of kiln's own ops, so it runs
-// on every device and is the reference the fused kernels are tested against.
+// KV cache in place, the flash kernel for many query rows (CUDA), and the math
+// path, composed of kiln's own ops, so it runs on every device and is the
+// reference the fused kernels are tested against.
 #include <cmath>
 #include <limits>
 
@@ -34,6 +35,20 @@ bool decode_kernel_applies(const Tensor& q, const Tensor& k, const Tensor& v, bo
   if (hq / hkv > 8 || (q.dtype() == DType::Float32 && q.is_cuda())) return false;
   return rows_vector_aligned(q, 3) && rows_vector_aligned(k, 3) && rows_vector_aligned(v, 3);
 }
+// Many query rows on CUDA, no mask tensor, 4-D q [B, Hq, L, D] and k, v [B, Hkv,
+// S, D] of one batch size, a head dim the flash kernel has, 16-byte rows: the
+// prefill kernel's case (attention_prefill.cu).
+bool prefill_kernel_applies(const Tensor& q, const Tensor& k, const Tensor& v, bool masked, double scale,
+                            bool enable_gqa) {
+  if (!q.is_cuda() || masked || q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || !(scale > 0)) return false;
+  if (q.dtype() != DType::BFloat16 && q.dtype() != DType::Float16) return false;
+  const int64_t D = q.size(3), hq = q.size(1), hkv = k.size(1);
+  if (D != 40 && D != 64 && D != 80 && D != 96 && D != 128) return false;
+  if (q.size(2) == 0 || k.size(2) == 0 || v.size(3) != D) return false;
+  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != hkv || hkv == 0 || hq % hkv != 0) return false;
+  if (hq != hkv && !enable_gqa) return false;
+  return rows_vector_aligned(q, 3) && rows_vector_aligned(k, 3) && rows_vector_aligned(v, 3);
+}
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const Tensor& v_in,
@@ -57,11 +72,17 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
   KILN_CHECK(!(is_causal && attn_mask.has_value() && attn_mask->defined()), op,
              ": give attn_mask or is_causal, not both");
   const bool masked = attn_mask.has_value() && attn_mask->defined();
+  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(E)));
   if (decode_kernel_applies(q, k_in, v_in, masked, is_causal, enable_gqa)) {
     AttentionDecodeArgs a{Tensor::empty({q.size(0), q.size(1), E}, q.dtype(), q.device()), q.squeeze(2), k_in, v_in,
-                          scale.value_or(1.0 / std::sqrt(static_cast<double>(E)))};
+                          s, Tensor{}};
     KILN_ON_DEVICE(q.device(), attention_decode, a);
     return a.out.view(q.shape());
+  }
+  if (prefill_kernel_applies(q, k_in, v_in, masked, s, enable_gqa)) {
+    AttentionPrefillArgs a{Tensor::empty(q.shape(), q.dtype(), q.device()), q, k_in, v_in, s, is_causal};
+    KILN_ON_DEVICE(q.device(), attention_prefill, a);
+    return a.out;
   }
   Tensor k = k_in, v = v_in;
   if (enable_gqa && q.dim() >= 3 && k.dim() >= 3 && q.size(-3) != k.size(-3)) {
@@ -71,7 +92,6 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
     k = repeat_heads(k, hq / hkv);
     v = repeat_heads(v, hq / hkv);
   }
-  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(E)));
   // scores [..., L, S] in float32
   Tensor scores = mul(matmul(q.to(DType::Float32), k.to(DType::Float32).transpose(-2, -1)), s);
   const float neg_inf = -std::numeric_limits<float>::infinity();
