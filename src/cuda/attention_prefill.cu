@@ -51,7 +51,7 @@ constexpr int smem_row() {
 template <int W, int MT, int ST, int KEYS = 64>
 struct PrefillShape {
   static_assert(KEYS == 32 || KEYS == 64 || KEYS == 128, "PrefillShape: 32, 64 or 128 keys a step");
-  static constexpr int kWarps = W, kMTiles = MT, kStages = ST, kKeys = KEYS, kRows = W * 16 * MT, kThreads = W * 32;
+  static constexpr int kMTiles = MT, kStages = ST, kKeys = KEYS, kRows = W * 16 * MT, kThreads = W * 32;
   template <class T, int D>
   static constexpr size_t smem_bytes() {
     return static_cast<size_t>(kRows + 2 * ST * KEYS) * smem_row<D>() * sizeof(T);
@@ -224,17 +224,21 @@ __global__ void __launch_bounds__(Shape::kThreads) flash_prefill_kernel(const Pr
         }
       }
 
-      // Keys past S, and past the row under causal, score -inf.
+      // Keys past S, and past the row under causal, score -inf. In 32-bit offsets
+      // from the lane's first key and row, so that each score costs a compare.
       if (k0 + kKeys > p.S || (p.causal && k0 + kKeys - 1 > warp_row0)) {
+        const int64_t first_key = k0 + 2 * t, first_row = warp_row0 + g;
+        const int keys_left = static_cast<int>(min64(p.S - first_key, kKeys));  // key offsets below it exist
+        // key offset - row offset above it is past the diagonal (never, without causal)
+        const int diagonal = p.causal ? static_cast<int>(first_row - first_key) : kKeys + 16 * MT;
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
           for (int n = 0; n < NK; ++n)
 #pragma unroll
             for (int i = 0; i < 4; ++i) {
-              const int64_t key = k0 + n * 8 + 2 * t + (i & 1);
-              const int64_t row = warp_row0 + m * 16 + g + (i >= 2 ? 8 : 0);
-              if (key >= p.S || (p.causal && key > row)) s[m][n][i] = -INFINITY;
+              const int key = n * 8 + (i & 1), row = m * 16 + (i >= 2 ? 8 : 0);
+              if (key >= keys_left || key - row > diagonal) s[m][n][i] = -INFINITY;
             }
       }
 

@@ -274,6 +274,42 @@ void launch_grouped_rows(const GroupedMmArgs& s) {
 // loaded as zeros, since it feeds every output.
 constexpr int kTileRows = 64;
 
+// One 64-byte k slice of a block's tile from shared memory, where rows of a and
+// b lie densely (4 chunks a row): the warp's NTW column tiles of b against the
+// first mtiles 16-row tiles of a.
+template <class T, int NTW>
+__device__ __forceinline__ void mma_tile_slice(float (&c)[4][NTW][4], const uint4* sa, const uint4* sb, int warp,
+                                               int mtiles) {
+  const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
+  uint4 bv[NTW];
+#pragma unroll
+  for (int n = 0; n < NTW; ++n) bv[n] = sb[(warp * NTW * 8 + n * 8 + g) * 4 + t];
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+    if (m >= mtiles) break;
+    const uint4 lo = sa[(m * 16 + g) * 4 + t], hi = sa[(m * 16 + 8 + g) * 4 + t];
+#pragma unroll
+    for (int n = 0; n < NTW; ++n) mma_chunk<T>(c[m][n], lo, hi, bv[n]);
+  }
+}
+
+// Stores a warp's tile (columns from col0) for the rows of its group chunk and columns below N.
+template <class O, int NTW>
+__device__ __forceinline__ void store_tile(const float (&c)[4][NTW][4], const GroupChunk& gc, int64_t col0, int64_t N,
+                                           O* __restrict__ out, int64_t ldo) {
+#pragma unroll
+  for (int m = 0; m < 4; ++m)
+#pragma unroll
+    for (int n = 0; n < NTW; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = tile_row(m, i);
+        const int64_t col = col0 + tile_col(n, i);
+        if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i]);
+      }
+}
+
+
 template <int TW, int NTW, int SUB>
 constexpr size_t tile_stage_chunks() {
   return static_cast<size_t>(SUB) * (kTileRows + TW * NTW * 8) * 4;
@@ -326,7 +362,7 @@ __global__ void __launch_bounds__(TW * 32)
     if (s0 < stages) load_stage(s0);
     cp_async_commit();
   }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int warp = threadIdx.x / 32;
   const int mtiles = (gc.rows + 15) / 16;
   float c[4][NTW][4] = {};
   for (int64_t s = 0; s < stages; ++s) {
@@ -339,28 +375,10 @@ __global__ void __launch_bounds__(TW * 32)
     for (int u = 0; u < SUB; ++u) {
       const uint4* sa = stage_a(st, u);
       const uint4* sb = stage_b(st, u);
-      uint4 bv[NTW];
-#pragma unroll
-      for (int n = 0; n < NTW; ++n) bv[n] = sb[(warp * NTW * 8 + n * 8 + g) * 4 + t];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        if (m >= mtiles) break;
-        const uint4 lo = sa[(m * 16 + g) * 4 + t], hi = sa[(m * 16 + 8 + g) * 4 + t];
-#pragma unroll
-        for (int n = 0; n < NTW; ++n) mma_chunk<T>(c[m][n], lo, hi, bv[n]);
-      }
+      mma_tile_slice<T, NTW>(c, sa, sb, warp, mtiles);
     }
   }
-#pragma unroll
-  for (int m = 0; m < 4; ++m)
-#pragma unroll
-    for (int n = 0; n < NTW; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = tile_row(m, i);
-        const int64_t col = n0 + warp * NTW * 8 + tile_col(n, i);
-        if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i]);
-      }
+  store_tile<O, NTW>(c, gc, n0 + warp * NTW * 8, N, out, ldo);
 }
 
 template <class T, class O, int TW, int NTW, int SUB, int kTileStages>
@@ -435,7 +453,6 @@ __global__ void __launch_bounds__((TW + 1) * 32)
     }
     return;
   }
-  const int g = lane / 4, t = lane % 4;
   const int mtiles = (gc.rows + 15) / 16;
   float c[4][NTW][4] = {};
   for (int64_t s = 0; s < stages; ++s) {
@@ -448,30 +465,12 @@ __global__ void __launch_bounds__((TW + 1) * 32)
       if (u >= subs) break;
       const uint4* sa = stage + u * (kABytes / 16);
       const uint4* sb = stage + SUB * (kABytes / 16) + u * (kBBytes / 16);
-      uint4 bv[NTW];
-#pragma unroll
-      for (int n = 0; n < NTW; ++n) bv[n] = sb[(warp * NTW * 8 + n * 8 + g) * 4 + t];
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        if (m >= mtiles) break;
-        const uint4 lo = sa[(m * 16 + g) * 4 + t], hi = sa[(m * 16 + 8 + g) * 4 + t];
-#pragma unroll
-        for (int n = 0; n < NTW; ++n) mma_chunk<T>(c[m][n], lo, hi, bv[n]);
-      }
+      mma_tile_slice<T, NTW>(c, sa, sb, warp, mtiles);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[st]);
   }
-#pragma unroll
-  for (int m = 0; m < 4; ++m)
-#pragma unroll
-    for (int n = 0; n < NTW; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = tile_row(m, i);
-        const int64_t col = n0 + warp * NTW * 8 + tile_col(n, i);
-        if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i]);
-      }
+  store_tile<O, NTW>(c, gc, n0 + warp * NTW * 8, N, out, ldo);
 #else
   __trap();  // launchers check the architecture first
 #endif
