@@ -87,6 +87,22 @@ __device__ bool find_group_chunk(const int32_t* __restrict__ offs, int G, int64_
   return true;
 }
 
+// Stores a warp's tile (columns from col0) for the rows of its group chunk and columns below N.
+template <class O, int MT, int NT>
+__device__ __forceinline__ void store_tile(const float (&c)[MT][NT][4], const GroupChunk& gc, int64_t col0, int64_t N,
+                                           O* __restrict__ out, int64_t ldo) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int row = tile_row(m, i);
+        const int64_t col = col0 + tile_col(n, i);
+        if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i]);
+      }
+}
+
 // Rows past the last group are zero: done by the blocks of slot 0, each for its columns.
 template <class O>
 __device__ void zero_tail_rows(const int32_t* offs, int G, int64_t rows, int64_t N, int64_t n0, int cols, O* out,
@@ -116,17 +132,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   float c[MT][NT][4] = {};
   warp_mma_rows<T, MT, NT, U>(op, warp, WARPS, c);
   reduce_warp_tiles<WARPS, MT, NT>(c, scratch);
-  if (warp != 0) return;
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int r = tile_row(m, i);
-        const int64_t col = n0 + tile_col(n, i);
-        if (r < gc.rows && col < N) out[(gc.row0 + r) * ldo + col] = O(c[m][n][i]);
-      }
+  if (warp == 0) store_tile<O, MT, NT>(c, gc, n0, N, out, ldo);
 }
 
 // Decode with at most one row per group on average: a matrix-vector product per
@@ -274,6 +280,20 @@ void launch_grouped_rows(const GroupedMmArgs& s) {
 // loaded as zeros, since it feeds every output.
 constexpr int kTileRows = 64;
 
+// A tile kernel's block: columns n0 .. n0 + tile_cols of the (group, 64-row chunk)
+// pair of its slot (column blocks fastest in blockIdx.x); slot 0's blocks also zero
+// the rows past the last group. False: the slot is past the last chunk.
+template <class O>
+__device__ __forceinline__ bool tile_block_chunk(const int32_t* __restrict__ offs, int G, int64_t rows, int64_t N,
+                                                 int tile_cols, O* __restrict__ out, int64_t ldo, int64_t& n0,
+                                                 GroupChunk& gc) {
+  const unsigned col_blocks = static_cast<unsigned>((N + tile_cols - 1) / tile_cols);
+  n0 = static_cast<int64_t>(blockIdx.x % col_blocks) * tile_cols;
+  const int64_t slot = blockIdx.x / col_blocks;
+  if (slot == 0) zero_tail_rows(offs, G, rows, N, n0, tile_cols, out, ldo);
+  return find_group_chunk(offs, G, rows, kTileRows, slot, gc);
+}
+
 // One 64-byte k slice of a block's tile from shared memory, where rows of a and
 // b lie densely (4 chunks a row): the warp's NTW column tiles of b against the
 // first mtiles 16-row tiles of a.
@@ -293,21 +313,6 @@ __device__ __forceinline__ void mma_tile_slice(float (&c)[4][NTW][4], const uint
   }
 }
 
-// Stores a warp's tile (columns from col0) for the rows of its group chunk and columns below N.
-template <class O, int NTW>
-__device__ __forceinline__ void store_tile(const float (&c)[4][NTW][4], const GroupChunk& gc, int64_t col0, int64_t N,
-                                           O* __restrict__ out, int64_t ldo) {
-#pragma unroll
-  for (int m = 0; m < 4; ++m)
-#pragma unroll
-    for (int n = 0; n < NTW; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = tile_row(m, i);
-        const int64_t col = col0 + tile_col(n, i);
-        if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i]);
-      }
-}
 
 
 template <int TW, int NTW, int SUB>
@@ -325,12 +330,9 @@ __global__ void __launch_bounds__(TW * 32)
   constexpr int kTileCols = TW * NTW * 8, kThreads = TW * 32;
   static_assert(kThreads == kTileRows * 4 && kTileCols % kTileRows == 0, "one a chunk per thread per slice");
   extern __shared__ uint4 tile_smem[];
-  const unsigned col_blocks = static_cast<unsigned>((N + kTileCols - 1) / kTileCols);
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x % col_blocks) * kTileCols;
-  const int64_t slot = blockIdx.x / col_blocks;
-  if (slot == 0) zero_tail_rows(offs, G, rows, N, n0, kTileCols, out, ldo);
+  int64_t n0;
   GroupChunk gc;
-  if (!find_group_chunk(offs, G, rows, kTileRows, slot, gc)) return;  // same answer for the whole block
+  if (!tile_block_chunk(offs, G, rows, N, kTileCols, out, ldo, n0, gc)) return;  // same answer for the whole block
   const int64_t chunks = K * static_cast<int64_t>(sizeof(T)) / 16;
   const int64_t stages = (chunks + 4 * SUB - 1) / (4 * SUB);
   const int ncols = static_cast<int>(min64(kTileCols, N - n0));
@@ -378,7 +380,7 @@ __global__ void __launch_bounds__(TW * 32)
       mma_tile_slice<T, NTW>(c, sa, sb, warp, mtiles);
     }
   }
-  store_tile<O, NTW>(c, gc, n0 + warp * NTW * 8, N, out, ldo);
+  store_tile<O, 4, NTW>(c, gc, n0 + warp * NTW * 8, N, out, ldo);
 }
 
 template <class T, class O, int TW, int NTW, int SUB, int kTileStages>
@@ -418,12 +420,9 @@ __global__ void __launch_bounds__((TW + 1) * 32)
   extern __shared__ __align__(128) unsigned char tma_smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(tma_smem + ST * kStageBytes);
   uint64_t* empty = full + ST;
-  const unsigned col_blocks = static_cast<unsigned>((N + kTileCols - 1) / kTileCols);
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x % col_blocks) * kTileCols;
-  const int64_t slot = blockIdx.x / col_blocks;
-  if (slot == 0) zero_tail_rows(offs, G, rows, N, n0, kTileCols, out, ldo);
+  int64_t n0;
   GroupChunk gc;
-  if (!find_group_chunk(offs, G, rows, kTileRows, slot, gc)) return;  // same answer for the whole block
+  if (!tile_block_chunk(offs, G, rows, N, kTileCols, out, ldo, n0, gc)) return;  // same answer for the whole block
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   if (threadIdx.x == 0) {
     for (int st = 0; st < ST; ++st) {
@@ -470,7 +469,7 @@ __global__ void __launch_bounds__((TW + 1) * 32)
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[st]);
   }
-  store_tile<O, NTW>(c, gc, n0 + warp * NTW * 8, N, out, ldo);
+  store_tile<O, 4, NTW>(c, gc, n0 + warp * NTW * 8, N, out, ldo);
 #else
   __trap();  // launchers check the architecture first
 #endif
