@@ -120,7 +120,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
         cp_async16(slot + (kMmaKeys + r) * kPitch + sc * 16, vb + key * vss + c * 8, ok);
       }
     }
-    cp_async_commit();  // one group per step, empty or not, so wait_async counts steps
+    cp_async_commit();  // one group per step, empty or not, so cp_async_wait counts steps
   };
   // o[s][p]: rows dims 32s + 8 (g / 2) + 2 (2p) + g % 2 (regs 0, 1) and the same + 2 (regs 2, 3),
   // columns heads 2t and 2t + 1 (even and odd regs)

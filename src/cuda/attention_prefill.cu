@@ -30,6 +30,7 @@
 
 #include "core/backend.h"
 #include "core/dispatch.h"
+#include "cuda/attention_merge.cuh"  // kLog2e
 #include "cuda/common.h"
 #include "cuda/cp_async.cuh"
 #include "cuda/mma.cuh"
@@ -37,8 +38,6 @@
 namespace kiln::cuda_backend {
 
 namespace {
-
-constexpr float kLog2e = 1.4426950408889634f;
 
 // Elements per shared-memory row of a D-wide head: an odd number of 16-byte chunks.
 template <int D>

@@ -23,31 +23,36 @@ Tensor repeat_heads(const Tensor& t, int64_t groups) {
   return t.unsqueeze(-3).expand(expanded).reshape(merged);
 }
 
-// One query token per head, no mask, 4-D q [B, Hq, 1, D] and k, v [B, Hkv, S, D]
-// of one batch size, 16-byte rows: the decode kernel's case.
-bool decode_kernel_applies(const Tensor& q, const Tensor& k, const Tensor& v, bool masked, bool is_causal,
-                           bool enable_gqa) {
-  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || masked || q.size(2) != 1) return false;
-  const int64_t S = k.size(2), D = q.size(3), hq = q.size(1), hkv = k.size(1);
-  if (S == 0 || (is_causal && S != 1) || v.size(3) != D || D % 8 != 0 || D > 256) return false;
+// What both fused kernels read: 4-D q [B, Hq, L, D] and k, v [B, Hkv, S, D] of
+// one batch size and head dim, at least one key, Hq a multiple of Hkv (heads
+// shared only with enable_gqa), 16-byte rows of unit stride.
+bool fused_layout_fits(const Tensor& q, const Tensor& k, const Tensor& v, bool enable_gqa) {
+  if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4) return false;
+  const int64_t hq = q.size(1), hkv = k.size(1);
+  if (k.size(2) == 0 || k.size(3) != q.size(3) || v.size(3) != q.size(3)) return false;
   if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != hkv || hkv == 0 || hq % hkv != 0) return false;
   if (hq != hkv && !enable_gqa) return false;
-  if (hq / hkv > 8 || (q.dtype() == DType::Float32 && q.is_cuda())) return false;
   return rows_vector_aligned(q, 3) && rows_vector_aligned(k, 3) && rows_vector_aligned(v, 3);
 }
-// Many query rows on CUDA, no mask tensor, 4-D q [B, Hq, L, D] and k, v [B, Hkv,
-// S, D] of one batch size, a head dim the flash kernel has, 16-byte rows: the
-// prefill kernel's case (attention_prefill.cu).
+
+// One query token per head, no mask, up to 8 query heads per kv head, a head dim
+// of 8s up to 256: the decode kernel's case.
+bool decode_kernel_applies(const Tensor& q, const Tensor& k, const Tensor& v, bool masked, bool is_causal,
+                           bool enable_gqa) {
+  if (masked || !fused_layout_fits(q, k, v, enable_gqa) || q.size(2) != 1) return false;
+  const int64_t S = k.size(2), D = q.size(3);
+  if ((is_causal && S != 1) || D % 8 != 0 || D > 256) return false;
+  return q.size(1) / k.size(1) <= 8 && !(q.dtype() == DType::Float32 && q.is_cuda());
+}
+
+// Many query rows on CUDA, no mask tensor, fp16 or bf16, a head dim the flash
+// kernel has, scale > 0: the prefill kernel's case (attention_prefill.cu).
 bool prefill_kernel_applies(const Tensor& q, const Tensor& k, const Tensor& v, bool masked, double scale,
                             bool enable_gqa) {
-  if (!q.is_cuda() || masked || q.dim() != 4 || k.dim() != 4 || v.dim() != 4 || !(scale > 0)) return false;
+  if (!q.is_cuda() || masked || !(scale > 0) || !fused_layout_fits(q, k, v, enable_gqa) || q.size(2) == 0) return false;
   if (q.dtype() != DType::BFloat16 && q.dtype() != DType::Float16) return false;
-  const int64_t D = q.size(3), hq = q.size(1), hkv = k.size(1);
-  if (D != 40 && D != 64 && D != 80 && D != 96 && D != 128) return false;
-  if (q.size(2) == 0 || k.size(2) == 0 || v.size(3) != D) return false;
-  if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || v.size(1) != hkv || hkv == 0 || hq % hkv != 0) return false;
-  if (hq != hkv && !enable_gqa) return false;
-  return rows_vector_aligned(q, 3) && rows_vector_aligned(k, 3) && rows_vector_aligned(v, 3);
+  const int64_t D = q.size(3);
+  return D == 40 || D == 64 || D == 80 || D == 96 || D == 128;
 }
 }  // namespace
 
