@@ -216,7 +216,8 @@ def softmax_cases():
 # ---- cases: topk over router-sized rows (issue 3) ----
 def topk_cases():
     c = []
-    for m, n, kk in [(1, 128, 8), (1, 512, 32), (16, 64, 6), (512, 128, 8), (4096, 256, 8), (1, 8, 2)]:
+    for m, n, kk in [(1, 8, 2), (1, 128, 8), (1, 512, 8), (16, 64, 6), (512, 128, 8), (4096, 256, 8), (1, 64, 16),
+                     (1, 256, 32), (1, 512, 32), (64, 512, 32), (512, 128, 32), (4096, 64, 16)]:
         x = torch.randn(m, n, device="cuda")
         kx = k(x)
         c.append(Case("topk", f"topk f32 [{m},{n}] k={kk}", 4.0 * m * n, lambda kx=kx, kk=kk: kiln.topk(kx, kk),

@@ -1,11 +1,13 @@
 // CUDA topk over contiguous rows [M, N], float dtypes.
 //
-// The total order is (value, NaN highest; then lower index). Rows up to 1024
-// (MoE router logits: 8..512 experts): k <= 8 takes k passes, pass j picking the
-// best element that ranks strictly below pass j-1's pick, so no element needs a
-// "taken" flag, with the row in a warp's registers and a pass a few shuffles;
-// larger k sorts the row in shared memory. Longer rows use a block that re-reads
-// the row (from L2) each pass.
+// The total order is (value, NaN highest, -0 equal to +0; then lower index).
+// Every element becomes one 64-bit rank key, larger = ranks first: the value's
+// bits made monotonic (and complemented for smallest-k) above the complemented
+// index, so a comparison is one integer compare. Rows up to 1024 (MoE router
+// logits: 8..512 experts) sit in a warp's registers: k <= 8 takes k passes, pass
+// j picking the largest key below pass j-1's pick, so no element needs a "taken"
+// flag and a pass is a few shuffles; larger k bitonic-sorts the row across the
+// warp. Longer rows use a block that re-reads the row (from L2) each pass.
 #include "core/backend.h"
 #include "core/dispatch.h"
 #include "cuda/map.cuh"
@@ -14,36 +16,27 @@ namespace kiln::cuda_backend {
 
 namespace {
 
-struct Cand {
-  float v;
-  int64_t i;  // -1: none
-};
+using RankKey = unsigned long long;  // 0: padding, ranks after every element
 
-// True when a ranks before b.
-__device__ __forceinline__ bool ranks_before(Cand a, Cand b, bool largest) {
-  if (b.i < 0) return a.i >= 0;
-  if (a.i < 0) return false;
-  const bool na = isnan(a.v), nb = isnan(b.v);
-  if (na || nb) {
-    if (na && nb) return a.i < b.i;
-    return largest ? na : nb;
-  }
-  if (a.v != b.v) return largest ? a.v > b.v : a.v < b.v;
-  return a.i < b.i;
+__device__ __forceinline__ RankKey rank_key(float v, uint32_t index, bool largest) {
+  uint32_t bits = __float_as_uint(v + 0.0f);  // -0 + 0 = +0
+  bits = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;  // monotonic in v
+  if (isnan(v)) bits = 0xffffffffu;
+  if (!largest) bits = ~bits;
+  return (static_cast<RankKey>(bits) << 32) | static_cast<uint32_t>(~index);
 }
 
-__device__ __forceinline__ Cand pick(Cand a, Cand b, bool largest) { return ranks_before(b, a, largest) ? b : a; }
+__device__ __forceinline__ uint32_t key_index(RankKey key) { return ~static_cast<uint32_t>(key); }
+__device__ __forceinline__ RankKey key_max(RankKey a, RankKey b) { return a > b ? a : b; }
+__device__ __forceinline__ RankKey key_min(RankKey a, RankKey b) { return a < b ? a : b; }
 
-__device__ __forceinline__ Cand warp_best(Cand c, bool largest) {
+__device__ __forceinline__ RankKey warp_max(RankKey key) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) {
-    Cand other{__shfl_xor_sync(0xffffffffu, c.v, o), __shfl_xor_sync(0xffffffffu, c.i, o)};
-    c = pick(c, other, largest);
-  }
-  return c;
+  for (int o = 16; o > 0; o >>= 1) key = key_max(key, __shfl_xor_sync(0xffffffffu, key, o));
+  return key;
 }
 
-// A warp per row; lane l holds elements l, l + 32, ... (P of them).
+// A warp per row, k <= 8; lane l holds elements l, l + 32, ... (P of them).
 template <class T, int P>
 __global__ void __launch_bounds__(256) topk_warp_kernel(int64_t M, int64_t N, int64_t K, const T* __restrict__ x,
                                                         T* __restrict__ vo, int64_t* __restrict__ io, bool largest) {
@@ -51,66 +44,89 @@ __global__ void __launch_bounds__(256) topk_warp_kernel(int64_t M, int64_t N, in
   const int lane = threadIdx.x % 32;
   if (m >= M) return;  // whole warps leave together
   const T* row = x + m * N;
-  float v[P];
+  RankKey key[P];
 #pragma unroll
   for (int p = 0; p < P; ++p) {
-    const int64_t e = p * 32 + lane;
-    v[p] = e < N ? static_cast<float>(row[e]) : 0.0f;
+    const int e = p * 32 + lane;
+    key[p] = e < N ? rank_key(static_cast<float>(row[e]), e, largest) : 0;
   }
-  Cand prev{0.0f, -1};
+  RankKey prev = ~0ull;
   for (int64_t j = 0; j < K; ++j) {
-    Cand best{0.0f, -1};
+    RankKey best = 0;
 #pragma unroll
-    for (int p = 0; p < P; ++p) {
-      const Cand c{v[p], p * 32 + lane};
-      if (c.i < N && (prev.i < 0 || ranks_before(prev, c, largest))) best = pick(best, c, largest);
-    }
-    best = warp_best(best, largest);
+    for (int p = 0; p < P; ++p) best = key[p] < prev ? key_max(best, key[p]) : best;
+    best = warp_max(best);
     if (lane == 0) {
-      vo[m * K + j] = row[best.i];
-      io[m * K + j] = best.i;
+      const uint32_t i = key_index(best);
+      vo[m * K + j] = row[i];
+      io[m * K + j] = i;
     }
     prev = best;
   }
 }
 
-// A block per row, k > 8 and rows up to 1024: the row is bitonic-sorted in
-// shared memory (best first, padding last) and the first k are written, so the
-// cost is log^2(N) block steps whatever k is, instead of k dependent passes.
-constexpr int kBitonicMax = 1024;
-
-template <class T>
-__global__ void __launch_bounds__(256) topk_bitonic_kernel(int64_t N, int64_t K, const T* __restrict__ x,
-                                                           T* __restrict__ vo, int64_t* __restrict__ io,
-                                                           bool largest) {
-  __shared__ float key[kBitonicMax];
-  __shared__ int32_t idx[kBitonicMax];
-  const int64_t m = blockIdx.x;
-  const T* row = x + m * N;
-  int np = 1;
-  while (np < N) np <<= 1;
-  for (int e = threadIdx.x; e < np; e += blockDim.x) {
-    key[e] = e < N ? static_cast<float>(row[e]) : 0.0f;
-    idx[e] = e < N ? e : -1;  // ranks after every element
-  }
-  __syncthreads();
-  for (int size = 2; size <= np; size <<= 1) {
-    for (int stride = size / 2; stride > 0; stride >>= 1) {
-      for (int t = threadIdx.x; t < np / 2; t += blockDim.x) {
-        const int i = 2 * t - (t & (stride - 1)), j = i + stride;
-        const Cand a{key[i], idx[i]}, b{key[j], idx[j]};
-        const bool best_first = (i & size) == 0;
-        if (best_first ? ranks_before(b, a, largest) : ranks_before(a, b, largest)) {
-          key[i] = b.v, idx[i] = static_cast<int32_t>(b.i);
-          key[j] = a.v, idx[j] = static_cast<int32_t>(a.i);
-        }
-      }
-      __syncthreads();
+// One compare-exchange step of the bitonic network (descending keys), with
+// (size, stride) known at compile time so every register index is static. Lane
+// l holds elements l P .. l P + P - 1: strides below P compare within a lane,
+// larger ones pair lane l with lane l ^ (stride / P).
+template <int P, int Size, int Stride>
+__device__ __forceinline__ void bitonic_step(RankKey (&key)[P], int lane) {
+  if constexpr (Stride < P) {
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      if (p & Stride) continue;
+      const int q = p | Stride;
+      const bool descending = ((lane * P + p) & Size) == 0;
+      const RankKey hi = key_max(key[p], key[q]), lo = key_min(key[p], key[q]);
+      key[p] = descending ? hi : lo;
+      key[q] = descending ? lo : hi;
+    }
+  } else {
+    constexpr int lane_stride = Stride / P;
+    const bool keep_max = ((lane & lane_stride) == 0) == (((lane * P) & Size) == 0);
+#pragma unroll
+    for (int p = 0; p < P; ++p) {
+      const RankKey other = __shfl_xor_sync(0xffffffffu, key[p], lane_stride);
+      key[p] = keep_max ? key_max(key[p], other) : key_min(key[p], other);
     }
   }
-  for (int64_t j = threadIdx.x; j < K; j += blockDim.x) {
-    vo[m * K + j] = row[idx[j]];
-    io[m * K + j] = idx[j];
+  if constexpr (Stride > 1) bitonic_step<P, Size, Stride / 2>(key, lane);
+}
+
+template <int P, int Size = 2>
+__device__ __forceinline__ void bitonic_sort(RankKey (&key)[P], int lane) {
+  bitonic_step<P, Size, Size / 2>(key, lane);
+  if constexpr (Size < 32 * P) bitonic_sort<P, Size * 2>(key, lane);
+}
+
+// A warp per row, k > 8 and rows up to 1024: the row is sorted in the warp's
+// registers (best first, padding last) and the first k are written, so the cost
+// is log^2(32 P) steps whatever k is, instead of k dependent passes.
+constexpr int kWarpRowMax = 1024;
+
+template <class T, int P>
+__global__ void __launch_bounds__(256) topk_warp_sort_kernel(int64_t M, int64_t N, int64_t K,
+                                                             const T* __restrict__ x, T* __restrict__ vo,
+                                                             int64_t* __restrict__ io, bool largest) {
+  const int64_t m = static_cast<int64_t>(blockIdx.x) * 8 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (m >= M) return;  // whole warps leave together
+  const T* row = x + m * N;
+  RankKey key[P];
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int e = lane * P + p;
+    key[p] = e < N ? rank_key(static_cast<float>(row[e]), e, largest) : 0;
+  }
+  bitonic_sort<P>(key, lane);
+#pragma unroll
+  for (int p = 0; p < P; ++p) {
+    const int e = lane * P + p;
+    if (e < K) {
+      const uint32_t i = key_index(key[p]);
+      vo[m * K + e] = row[i];
+      io[m * K + e] = i;
+    }
   }
 }
 
@@ -120,25 +136,25 @@ __global__ void __launch_bounds__(256) topk_block_kernel(int64_t N, int64_t K, c
                                                          T* __restrict__ vo, int64_t* __restrict__ io, bool largest) {
   const int64_t m = blockIdx.x;
   const T* row = x + m * N;
-  __shared__ Cand warps[8];
-  __shared__ Cand chosen;
-  Cand prev{0.0f, -1};
+  __shared__ RankKey warps[8];
+  __shared__ RankKey chosen;
+  RankKey prev = ~0ull;
   for (int64_t j = 0; j < K; ++j) {
-    Cand best{0.0f, -1};
+    RankKey best = 0;
     for (int64_t e = threadIdx.x; e < N; e += 256) {
-      const Cand c{static_cast<float>(row[e]), e};
-      if (prev.i < 0 || ranks_before(prev, c, largest)) best = pick(best, c, largest);
+      const RankKey c = rank_key(static_cast<float>(row[e]), static_cast<uint32_t>(e), largest);
+      best = c < prev ? key_max(best, c) : best;
     }
-    best = warp_best(best, largest);
+    best = warp_max(best);
     if (threadIdx.x % 32 == 0) warps[threadIdx.x / 32] = best;
     __syncthreads();
     if (threadIdx.x < 32) {
-      Cand w = threadIdx.x < 8 ? warps[threadIdx.x] : Cand{0.0f, -1};
-      w = warp_best(w, largest);
+      const RankKey w = warp_max(threadIdx.x < 8 ? warps[threadIdx.x] : 0);
       if (threadIdx.x == 0) {
         chosen = w;
-        vo[m * K + j] = row[w.i];
-        io[m * K + j] = w.i;
+        const uint32_t i = key_index(w);
+        vo[m * K + j] = row[i];
+        io[m * K + j] = i;
       }
     }
     __syncthreads();
@@ -150,6 +166,8 @@ __global__ void __launch_bounds__(256) topk_block_kernel(int64_t N, int64_t K, c
 
 void topk_rows(const Tensor& values, const Tensor& indices, const Tensor& in, bool largest) {
   const int64_t M = in.size(0), N = in.size(1), K = values.size(1);
+  // the rank key holds an index in 32 bits, with ~0 kept for padding
+  KILN_CHECK(N < 0xffffffffll, "topk (CUDA): rows of ", N, " elements are too long (at most 2^32 - 2)");
   detail::dispatch_float(in.dtype(), "topk (CUDA)", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = in.data<T>();
@@ -157,10 +175,13 @@ void topk_rows(const Tensor& values, const Tensor& indices, const Tensor& in, bo
     int64_t* io = indices.data<int64_t>();
     cudaStream_t s = current_stream();
     const unsigned warp_blocks = static_cast<unsigned>((M + 7) / 8);
-    if (N <= kBitonicMax && K > 8) {
-      KILN_CHECK(M <= 0x7fffffff, "topk: too many rows (", M, ")");
-      topk_bitonic_kernel<T><<<static_cast<unsigned>(M), 256, 0, s>>>(N, K, x, vo, io, largest);
-    } else if (N <= 1024) {
+    if (N <= kWarpRowMax && K > 8) {
+      if (N <= 64) topk_warp_sort_kernel<T, 2><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);
+      else if (N <= 128) topk_warp_sort_kernel<T, 4><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);
+      else if (N <= 256) topk_warp_sort_kernel<T, 8><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);
+      else if (N <= 512) topk_warp_sort_kernel<T, 16><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);
+      else topk_warp_sort_kernel<T, 32><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);
+    } else if (N <= kWarpRowMax) {
       if (N <= 32) topk_warp_kernel<T, 1><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);
       else if (N <= 128) topk_warp_kernel<T, 4><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);
       else if (N <= 512) topk_warp_kernel<T, 16><<<warp_blocks, 256, 0, s>>>(M, N, K, x, vo, io, largest);

@@ -373,7 +373,8 @@ class TorchParity(TorchParityBase):
     def test_topk_against_torch(self):
         for dt in (torch.float32, torch.bfloat16, torch.float16):
             for m, n, kk in [(1, 128, 8), (512, 128, 8), (7, 8, 2), (33, 64, 6), (5, 512, 32), (3, 1000, 50),
-                             (2, 151936, 20), (4, 3000, 100)]:
+                             (2, 151936, 20), (4, 3000, 100), (9, 9, 9), (3, 24, 16), (17, 64, 64), (2, 100, 31),
+                             (11, 256, 32), (2, 333, 200), (3, 700, 12), (2, 1024, 1024)]:
                 x = torch.randn(m, n, device=DEV).to(dt)
                 for largest in (True, False):
                     got_v, got_i = kiln.topk(k(x), kk, -1, largest)
@@ -382,15 +383,17 @@ class TorchParity(TorchParityBase):
                     self.assertSame(got_v, ref_v, msg=msg)
                     # ties (likely in bf16) may order indices differently: check they select the same values
                     self.assertTrue(torch.equal(x.gather(-1, T(got_i)), ref_v), msg)
-        # ties everywhere and NaNs, k > 8 (the shared-memory sort): the same indices as kiln's CPU path
+        # ties everywhere, NaNs and signed zeros, k > 8 (the warp sort): the same indices as kiln's CPU path
         # (lower index first among equals, NaN largest), which the CPU tests check against numpy
-        x = torch.randint(0, 6, (6, 300), device=DEV).float()
-        x[2, 17] = x[2, 250] = x[4, 0] = float("nan")
-        for largest in (True, False):
-            v, i = kiln.topk(k(x), 20, -1, largest)
-            cv, ci = kiln.topk(k(x.cpu()), 20, -1, largest)
-            self.assertTrue(torch.equal(T(i).cpu(), T(ci)), f"largest={largest}")
-            self.assertTrue(bool(((T(v).cpu() == T(cv)) | (T(v).cpu().isnan() & T(cv).isnan())).all()))
+        for n, kk in [(300, 20), (40, 40), (1000, 32), (129, 100)]:
+            x = torch.randint(0, 6, (6, n), device=DEV).float()
+            x[2, 17] = x[2, n - 3] = x[4, 0] = float("nan")
+            x[1, :8] = torch.tensor([0.0, -0.0] * 4)
+            for largest in (True, False):
+                v, i = kiln.topk(k(x), kk, -1, largest)
+                cv, ci = kiln.topk(k(x.cpu()), kk, -1, largest)
+                self.assertTrue(torch.equal(T(i).cpu(), T(ci)), f"n={n} k={kk} largest={largest}")
+                self.assertTrue(bool(((T(v).cpu() == T(cv)) | (T(v).cpu().isnan() & T(cv).isnan())).all()))
         x = torch.randn(4, 50, device=DEV)
         x[1, 7] = float("nan")
         v, i = kiln.topk(k(x), 5)
