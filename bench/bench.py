@@ -264,6 +264,15 @@ def grouped_mm_cases():
                           lambda ka=ka, ko=ko, kw=kw: kiln.nn.functional.grouped_mm(ka, kw, offs=ko),
                           lambda a=a, offs=offs, w=w: grouped(a, w.transpose(-2, -1), offs=offs),
                           flops=2.0 * tokens * top * n * kk, graph=tokens <= 8))
+            # fp8 e4m3fn weights with per-row scales (half the bytes) against torch's bf16 grouped_mm
+            if kk == 2048 or tokens == 1:
+                kw8, ks8 = kiln.quantize_fp8_rows(k(w))
+                c.append(Case("grouped_mm", f"grouped_mm fp8-weight {tokens} tok top-{top}/{experts} {kk}->{n} "
+                              "(vs torch bf16)", 1.0 * used * n * kk + 2.0 * a.numel() + 2.0 * tokens * top * n,
+                              lambda ka=ka, ko=ko, kw8=kw8, ks8=ks8: kiln.nn.functional.grouped_mm(
+                                  ka, kw8.transpose(-2, -1), offs=ko, b_scale=ks8),
+                              lambda a=a, offs=offs, w=w: grouped(a, w.transpose(-2, -1), offs=offs),
+                              flops=2.0 * tokens * top * n * kk, graph=tokens <= 8))
     return c
 
 
@@ -310,6 +319,11 @@ def moe_routing_cases():
     kx, kgu, kd = k(x), k(gate_up), k(down)
     c.append(Case("moe_route", f"moe_experts 1 tok top-{top}/{experts} {hidden}->{inter}->{hidden}",
                   2.0 * top * 3 * inter * hidden, lambda: kiln.moe_experts(kx, kgu, kd, r), torch_experts, graph=True))
+    (kgu8, kgs), (kd8, kds) = kiln.quantize_fp8_rows(kgu), kiln.quantize_fp8_rows(kd)
+    c.append(Case("moe_route", f"moe_experts fp8-weight 1 tok top-{top}/{experts} {hidden}->{inter}->{hidden} "
+                  "(vs torch bf16)", 1.0 * top * 3 * inter * hidden,
+                  lambda: kiln.moe_experts(kx, kgu8, kd8, r, gate_up_scale=kgs, down_scale=kds), torch_experts,
+                  graph=True))
     return c
 
 

@@ -85,7 +85,7 @@ int bench_decode(const BenchDecodeOptions& opts) {
               config.model_type.c_str(), static_cast<long long>(config.num_hidden_layers),
               config.is_moe() ? (", " + std::to_string(config.num_experts) + " experts top-" +
                                  std::to_string(config.num_experts_per_tok)).c_str() : "",
-              dtype_name(wo.dtype), wo.fp8 ? " (fp8 linear weights)" : "", dev.str().c_str(), w.total_bytes() / 1e9,
+              dtype_name(wo.dtype), wo.fp8 ? " (fp8 linear and expert weights)" : "", dev.str().c_str(), w.total_bytes() / 1e9,
               per_token / 1e9, seconds_since(t_load), copy_ceiling,
               dev.is_cpu() ? (", read ceiling " + std::to_string(static_cast<int>(ceiling)) + " GB/s").c_str() : "");
   std::printf("%8s %14s %14s %12s %12s %8s\n", "context", "prefill tok/s", "decode tok/s", "ms/token", "weight GB/s",

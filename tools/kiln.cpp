@@ -37,12 +37,12 @@ int main(int argc, char** argv) {
   g->add_option("--seed", gen.seed, "seed of the sampler");
   g->add_flag("--ignore-eos", gen.ignore_eos, "do not stop at end-of-sequence tokens");
   g->add_option("--device", gen.device, "cpu, cuda or cuda:N (default: best present)");
-  g->add_option("--dtype", gen.dtype, "bf16, fp16, fp32, or fp8 (bf16 with fp8 linear weights)");
+  g->add_option("--dtype", gen.dtype, "bf16, fp16, fp32, or fp8 (bf16 with fp8 linear and expert weights)");
   kiln::tools::BenchDecodeOptions bd;
   auto* d = app.add_subcommand("bench-decode", "prefill and decode speed of a config.json with random weights");
   d->add_option("--config,-c", bd.config, "config.json or a model folder")->required();
   d->add_option("--device", bd.device, "cpu, cuda or cuda:N (default: best present)");
-  d->add_option("--dtype", bd.dtype, "bf16, fp16, fp32, or fp8 (bf16 with fp8 linear weights)");
+  d->add_option("--dtype", bd.dtype, "bf16, fp16, fp32, or fp8 (bf16 with fp8 linear and expert weights)");
   d->add_option("--contexts", bd.contexts, "prompt lengths to prefill before decoding")->delimiter(',');
   d->add_option("--tokens", bd.decode_tokens, "decode steps timed per context");
   CLI11_PARSE(app, argc, argv);

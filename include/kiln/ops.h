@@ -123,7 +123,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 // Weight-only FP8 for linear: w [N, K] (float32/float16/bfloat16) -> {w8 [N, K]
 // float8_e4m3fn, scale [N] float32} with scale[n] = max|w[n]| / 448, so that each
 // row's largest magnitude lands on 448 and linear(x, w8, weight_scale=scale) ~
-// linear(x, w). An all-zero row gets scale 1.
+// linear(x, w). An all-zero row gets scale 1. Stacked weights [..., N, K] (the
+// experts of an MoE layer) give scale [..., N].
 std::pair<Tensor, Tensor> quantize_fp8_rows(const Tensor& w);
 
 // torch._scaled_mm: (a @ b) * scale_a * scale_b + bias for float8_e4m3fn a [M, K]
@@ -143,8 +144,13 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
 // splitting K -> [G, M, N]. bfloat16, float16 or float32; out_dtype the inputs'
 // dtype or float32. offs is read on the device (no host synchronisation); on CUDA
 // offsets that decrease or pass the end are clamped, on the CPU they raise.
+// Weight-only fp8 (2-D x 3-D and 3-D x 3-D): b float8_e4m3fn with b_scale, its
+// float32 dequantisation scale, [G, N] (per group and output column: a weight
+// [G, N, K] quantised per row), [G] or [G, 1] (per group) or 0-d (per tensor):
+// the product is a @ (b * b_scale), a's dtype out (or float32).
 Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>& offs = std::nullopt,
-                  const std::optional<Tensor>& bias = std::nullopt, std::optional<DType> out_dtype = std::nullopt);
+                  const std::optional<Tensor>& bias = std::nullopt, std::optional<DType> out_dtype = std::nullopt,
+                  const std::optional<Tensor>& b_scale = std::nullopt);
 
 // torch.index_select: the entries of `index` (int32 or int64, 1-D) along `dim`.
 // An embedding lookup is index_select(weight, 0, ids). Out-of-range indices raise
@@ -233,7 +239,11 @@ std::pair<Tensor, Tensor> moe_combine_rms_norm_residual(const Tensor& expert_out
 // result and the activation are rounded to x's dtype, as the ops in sequence
 // (index_select, grouped_mm, silu_and_mul, grouped_mm), which it equals; on CUDA
 // with at most one row per expert (decode) it runs as two fused kernels.
-Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& routing);
+// float8_e4m3fn experts take their scales as grouped_mm's b_scale: gate_up_scale
+// [E, 2I], down_scale [E, H] (per row, as quantize_fp8_rows gives).
+Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& routing,
+                   const std::optional<Tensor>& gate_up_scale = std::nullopt,
+                   const std::optional<Tensor>& down_scale = std::nullopt);
 
 // torch.topk: the k largest (or smallest) elements along `dim`, sorted, with
 // their int64 indices. NaN counts as larger than every number; among equal

@@ -70,6 +70,7 @@ struct ScaledMmArgs {
 // Both only on CUDA's few-rows path (moe_experts checks when it applies).
 struct GroupedMmArgs {
   Tensor out, a, b, offs;
+  Tensor b_scale;  // b float8_e4m3fn: its scale as a [G, N] float32 view (zero strides where shared)
   Tensor row_index;
   bool swiglu = false;
   bool k_by_group() const { return b.dim() == 2; }

@@ -1,4 +1,5 @@
-// CPU grouped_mm: offsets read and checked on the host, one GEMM per group.
+// CPU grouped_mm: offsets read and checked on the host, one GEMM per group
+// (fp8 weights dequantised per group in float32).
 #include "core/backend.h"
 #include "core/check.h"
 
@@ -20,13 +21,19 @@ void grouped_mm(const GroupedMmArgs& args) {
   auto gemm = [&](const Tensor& x, const Tensor& w) {
     return widen ? matmul(x.to(DType::Float32), w.to(DType::Float32)) : matmul(x, w);
   };
+  // fp8 b: a group's weights dequantised in float32 (a @ (b * scale), as defined), only for groups with rows
+  auto gemm_group = [&](const Tensor& x, int64_t g) {
+    const Tensor w = args.b.select(0, g);
+    if (!args.b_scale.defined()) return gemm(x, w);
+    return matmul(x.to(DType::Float32), mul(w.to(DType::Float32), args.b_scale.select(0, g).unsqueeze(0)));
+  };
   args.out.zero_();
   int64_t start = 0;
   for (int64_t g = 0; g < G; ++g) {
     const int64_t end = o[g], len = end - start;
     if (len > 0) {
       if (by_k) args.out.select(0, g).copy_(gemm(args.a.narrow(1, start, len), args.b.narrow(0, start, len)));
-      else args.out.narrow(0, start, len).copy_(gemm(args.a.narrow(0, start, len), args.b.select(0, g)));
+      else args.out.narrow(0, start, len).copy_(gemm_group(args.a.narrow(0, start, len), g));
     }
     start = end;
   }

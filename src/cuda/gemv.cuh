@@ -11,9 +11,8 @@
 namespace kiln::cuda_backend::gemv {
 
 // Weight element -> float. Float8 on Hopper/Ada: the hardware pair conversion.
-template <class W>
-__device__ __forceinline__ void widen_pack(const Pack<W, 16 / sizeof(W)>& p, float* f) {
-  constexpr int V = 16 / sizeof(W);
+template <class W, int V>
+__device__ __forceinline__ void widen_pack(const Pack<W, V>& p, float* f) {
   if constexpr (std::is_same_v<W, Float8_e4m3fn>) {
 #if __CUDA_ARCH__ >= 890
     const auto* u = reinterpret_cast<const uint16_t*>(p.v);

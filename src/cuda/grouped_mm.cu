@@ -32,6 +32,21 @@ __device__ __forceinline__ void group_rows(const int32_t* offs, int g, int64_t T
   end = clamp64(offs[g], start, T);
 }
 
+// The dequantisation scale of fp8 weights: group g's output column n has
+// p[g * sg + n * sn]; 1 where there is none. Every kernel applies it to its
+// finished float32 dot products (fp8 -> T is exact, so a @ (b * scale) up to
+// float32 rounding).
+struct ColumnScale {
+  const float* p = nullptr;
+  int64_t sg = 0, sn = 0;
+  __device__ __forceinline__ float operator()(int g, int64_t n) const { return p ? p[g * sg + n * sn] : 1.0f; }
+};
+
+ColumnScale column_scale(const GroupedMmArgs& s) {
+  if (!s.b_scale.defined()) return {};
+  return {s.b_scale.data<float>(), s.b_scale.stride(0), s.b_scale.stride(1)};
+}
+
 struct GroupChunk {
   int g;
   int64_t row0;
@@ -90,7 +105,7 @@ __device__ bool find_group_chunk(const int32_t* __restrict__ offs, int G, int64_
 // Stores a warp's tile (columns from col0) for the rows of its group chunk and columns below N.
 template <class O, int MT, int NT>
 __device__ __forceinline__ void store_tile(const float (&c)[MT][NT][4], const GroupChunk& gc, int64_t col0, int64_t N,
-                                           O* __restrict__ out, int64_t ldo) {
+                                           O* __restrict__ out, int64_t ldo, ColumnScale scale) {
 #pragma unroll
   for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -99,7 +114,7 @@ __device__ __forceinline__ void store_tile(const float (&c)[MT][NT][4], const Gr
       for (int i = 0; i < 4; ++i) {
         const int row = tile_row(m, i);
         const int64_t col = col0 + tile_col(n, i);
-        if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i]);
+        if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i] * scale(gc.g, col));
       }
 }
 
@@ -118,7 +133,7 @@ template <class T, class O, int MT, int NT, int WARPS, int U>
 __global__ void __launch_bounds__(WARPS * 32)
     grouped_rows_kernel(const T* __restrict__ a, int64_t lda, int64_t rows, const T* __restrict__ b, int64_t ldg,
                         int64_t ldb, int64_t N, int64_t K, const int32_t* __restrict__ offs, int G,
-                        O* __restrict__ out, int64_t ldo) {
+                        O* __restrict__ out, int64_t ldo, ColumnScale scale) {
   __shared__ float scratch[WARPS > 1 ? WARPS * MT * NT * 4 * 32 : 1];
   constexpr int kCols = 8 * NT;
   const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kCols;
@@ -132,7 +147,7 @@ __global__ void __launch_bounds__(WARPS * 32)
   float c[MT][NT][4] = {};
   warp_mma_rows<T, MT, NT, U>(op, warp, WARPS, c);
   reduce_warp_tiles<WARPS, MT, NT>(c, scratch);
-  if (warp == 0) store_tile<O, MT, NT>(c, gc, n0, N, out, ldo);
+  if (warp == 0) store_tile<O, MT, NT>(c, gc, n0, N, out, ldo, scale);
 }
 
 // Decode with at most one row per group on average: a matrix-vector product per
@@ -144,13 +159,16 @@ __global__ void __launch_bounds__(WARPS * 32)
 // as a 768-wide down projection, so no step is left to a serial tail; NPW > 1
 // keeps more loads in flight when K is that short). Optionally the input row is
 // gathered (row_index), or (SWIGLU) is silu(gate) * up of a [gate | up] row,
-// which the block computes once into shared memory (K floats).
-template <class T, class O, int U, int NPW, bool SWIGLU>
+// which the block computes once into shared memory (K floats). Weights W are
+// T or float8_e4m3fn (with its scale); a lane loads VB bytes of a weight row
+// at a time (8 for fp8 rows of 768, which then take 3 whole steps, not 1.5).
+template <class T, class W, class O, int U, int NPW, bool SWIGLU, int VB = 16>
 __global__ void __launch_bounds__(256)
     grouped_gemv_kernel(const T* __restrict__ a, int64_t lda, int64_t rows, const int32_t* __restrict__ row_index,
-                        const T* __restrict__ b, int64_t ldg, int64_t ldb, int64_t N, int64_t K,
-                        const int32_t* __restrict__ offs, int G, O* __restrict__ out, int64_t ldo) {
-  constexpr int kWarpsPerBlock = 8, V = 16 / sizeof(T), kCols = kWarpsPerBlock * NPW;
+                        const W* __restrict__ b, int64_t ldg, int64_t ldb, int64_t N, int64_t K,
+                        const int32_t* __restrict__ offs, int G, O* __restrict__ out, int64_t ldo,
+                        ColumnScale scale) {
+  constexpr int kWarpsPerBlock = 8, V = VB / sizeof(W), kCols = kWarpsPerBlock * NPW;
   // chained: the expert of a row, hence its weights, is known only from the router's offs
   chain_wait();
   chain_release();
@@ -175,18 +193,18 @@ __global__ void __launch_bounds__(256)
   }
   if (g >= G || nw >= N) return;  // a row past the last group (zeroed above), or past the columns
   const int ncols = static_cast<int>(min64(NPW, N - nw));
-  const T* w[NPW];
+  const W* w[NPW];
 #pragma unroll
   for (int j = 0; j < NPW; ++j) w[j] = b + g * ldg + (nw + ::min(j, ncols - 1)) * ldb;  // past N: read again, dropped
   float acc[NPW] = {};
-  auto step = [&](const Pack<T, V> (&p)[NPW], int64_t kk) {
+  auto step = [&](const Pack<W, V> (&p)[NPW], int64_t kk) {
     float xf[V];
     if constexpr (SWIGLU) gemv::load_x<float, V>(act + kk, xf);
     else gemv::load_x<T, V>(x + kk, xf);
 #pragma unroll
     for (int j = 0; j < NPW; ++j) {
       float wf[V];
-      gemv::widen_pack<T>(p[j], wf);
+      gemv::widen_pack<W>(p[j], wf);
 #pragma unroll
       for (int i = 0; i < V; ++i) acc[j] = fmaf(wf[i], xf[i], acc[j]);
     }
@@ -194,18 +212,18 @@ __global__ void __launch_bounds__(256)
   constexpr int64_t kStep = 32 * V;
   int64_t k = static_cast<int64_t>(lane) * V;
   for (; k + (U - 1) * kStep < K; k += U * kStep) {
-    Pack<T, V> p[U][NPW];
+    Pack<W, V> p[U][NPW];
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int j = 0; j < NPW; ++j) p[u][j] = *reinterpret_cast<const Pack<T, V>*>(w[j] + k + u * kStep);
+      for (int j = 0; j < NPW; ++j) p[u][j] = *reinterpret_cast<const Pack<W, V>*>(w[j] + k + u * kStep);
 #pragma unroll
     for (int u = 0; u < U; ++u) step(p[u], k + u * kStep);
   }
   for (; k < K; k += kStep) {
-    Pack<T, V> p[NPW];
+    Pack<W, V> p[NPW];
 #pragma unroll
-    for (int j = 0; j < NPW; ++j) p[j] = *reinterpret_cast<const Pack<T, V>*>(w[j] + k);
+    for (int j = 0; j < NPW; ++j) p[j] = *reinterpret_cast<const Pack<W, V>*>(w[j] + k);
     step(p, k);
   }
 #pragma unroll
@@ -215,7 +233,7 @@ __global__ void __launch_bounds__(256)
   if (lane == 0)
 #pragma unroll
     for (int j = 0; j < NPW; ++j)
-      if (j < ncols) out[r * ldo + nw + j] = O(acc[j]);
+      if (j < ncols) out[r * ldo + nw + j] = O(acc[j] * scale(g, nw + j));
 }
 
 // Launches a (group, row chunk) kernel (both kernels here take the same
@@ -228,39 +246,43 @@ void launch_group_chunks(Kernel kernel, int threads, int chunk_rows, int cols, c
   const dim3 grid(static_cast<unsigned>(std::max<int64_t>(slots, 1)), static_cast<unsigned>((N + cols - 1) / cols));
   kernel<<<grid, threads, 0, current_stream()>>>(s.a.data<T>(), s.a.stride(0), rows, s.b.data<T>(), s.b.stride(0),
                                                  s.b.stride(2), N, K, s.offs.data<int32_t>(), G, s.out.data<O>(),
-                                                 s.out.stride(0));
+                                                 s.out.stride(0), column_scale(s));
   KILN_CUDA_CHECK_LAUNCH();
 }
 
-template <class T, class O, int U, int NPW, bool SWIGLU>
+template <class T, class W, class O, int U, int NPW, bool SWIGLU, int VB = 16>
 void launch_grouped_gemv_as(const GroupedMmArgs& s) {
   const int64_t rows = s.out.size(0), N = s.b.size(2), K = s.b.size(1);
   const dim3 grid(static_cast<unsigned>((N + 8 * NPW - 1) / (8 * NPW)), static_cast<unsigned>(std::max<int64_t>(rows, 1)));
   const size_t smem = SWIGLU ? static_cast<size_t>(K) * sizeof(float) : 0;
-  launch_chained(grouped_gemv_kernel<T, O, U, NPW, SWIGLU>, grid, 256, smem, s.a.data<T>(), s.a.stride(0), rows, s.row_index.defined() ? s.row_index.data<int32_t>() : nullptr,
-      s.b.data<T>(), s.b.stride(0), s.b.stride(2), N, K, s.offs.data<int32_t>(), static_cast<int>(s.offs.size(0)),
-      s.out.data<O>(), s.out.stride(0));
+  launch_chained(grouped_gemv_kernel<T, W, O, U, NPW, SWIGLU, VB>, grid, 256, smem, s.a.data<T>(), s.a.stride(0), rows,
+                 s.row_index.defined() ? s.row_index.data<int32_t>() : nullptr, s.b.data<W>(), s.b.stride(0),
+                 s.b.stride(2), N, K, s.offs.data<int32_t>(), static_cast<int>(s.offs.size(0)), s.out.data<O>(),
+                 s.out.stride(0), column_scale(s));
   KILN_CUDA_CHECK_LAUNCH();
 }
 
 // Measured on the H200 (bench.py, 1 token, top-8 of 128): the 768 -> 2048 down
 // projection takes 8.4 us with one column per warp, 6.7 with two, 5.7 with four.
-template <class T, class O, bool SWIGLU>
+template <class T, class W, class O, bool SWIGLU>
 void launch_grouped_gemv_k(const GroupedMmArgs& s) {
-  const int64_t steps = s.b.size(1) * static_cast<int64_t>(sizeof(T)) / (32 * 16);
+  const int64_t bytes = s.b.size(1) * static_cast<int64_t>(sizeof(W)), steps = bytes / (32 * 16);
+  if constexpr (sizeof(W) == 1) {
+    if (bytes == 3 * 32 * 8) return launch_grouped_gemv_as<T, W, O, 3, 4, SWIGLU, 8>(s);
+  }
   if (steps % 4 != 0 && steps % 3 == 0) {
-    if (steps == 3) launch_grouped_gemv_as<T, O, 3, 4, SWIGLU>(s);
-    else launch_grouped_gemv_as<T, O, 3, 1, SWIGLU>(s);
+    if (steps == 3) launch_grouped_gemv_as<T, W, O, 3, 4, SWIGLU>(s);
+    else launch_grouped_gemv_as<T, W, O, 3, 1, SWIGLU>(s);
   } else {
-    if (steps <= 4) launch_grouped_gemv_as<T, O, 4, 4, SWIGLU>(s);
-    else launch_grouped_gemv_as<T, O, 4, 1, SWIGLU>(s);
+    if (steps <= 4) launch_grouped_gemv_as<T, W, O, 4, 4, SWIGLU>(s);
+    else launch_grouped_gemv_as<T, W, O, 4, 1, SWIGLU>(s);
   }
 }
 
-template <class T, class O>
+template <class T, class W, class O>
 void launch_grouped_gemv(const GroupedMmArgs& s) {
-  if (s.swiglu) launch_grouped_gemv_k<T, O, true>(s);
-  else launch_grouped_gemv_k<T, O, false>(s);
+  if (s.swiglu) launch_grouped_gemv_k<T, W, O, true>(s);
+  else launch_grouped_gemv_k<T, W, O, false>(s);
 }
 
 template <class T, class O, int MT, int NT, int WARPS, int U>
@@ -326,7 +348,7 @@ template <class T, class O, int TW, int NTW, int SUB, int kTileStages>
 __global__ void __launch_bounds__(TW * 32)
     grouped_tile_kernel(const T* __restrict__ a, int64_t lda, int64_t rows, const T* __restrict__ b, int64_t ldg,
                         int64_t ldb, int64_t N, int64_t K, const int32_t* __restrict__ offs, int G,
-                        O* __restrict__ out, int64_t ldo) {
+                        O* __restrict__ out, int64_t ldo, ColumnScale scale) {
   constexpr int kTileCols = TW * NTW * 8, kThreads = TW * 32;
   static_assert(kThreads == kTileRows * 4 && kTileCols % kTileRows == 0, "one a chunk per thread per slice");
   extern __shared__ uint4 tile_smem[];
@@ -380,7 +402,7 @@ __global__ void __launch_bounds__(TW * 32)
       mma_tile_slice<T, NTW>(c, sa, sb, warp, mtiles);
     }
   }
-  store_tile<O, 4, NTW>(c, gc, n0 + warp * NTW * 8, N, out, ldo);
+  store_tile<O, 4, NTW>(c, gc, n0 + warp * NTW * 8, N, out, ldo, scale);
 }
 
 template <class T, class O, int TW, int NTW, int SUB, int kTileStages>
@@ -396,7 +418,7 @@ void launch_grouped_tile(const GroupedMmArgs& s) {
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
   kernel<<<static_cast<unsigned>(blocks), TW * 32, smem, current_stream()>>>(
       s.a.data<T>(), s.a.stride(0), rows, s.b.data<T>(), s.b.stride(0), s.b.stride(2), N, K, s.offs.data<int32_t>(),
-      G, s.out.data<O>(), s.out.stride(0));
+      G, s.out.data<O>(), s.out.stride(0), column_scale(s));
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -413,7 +435,7 @@ template <class T, class O, int TW, int NTW, int SUB, int ST>
 __global__ void __launch_bounds__((TW + 1) * 32)
     grouped_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        int64_t rows, int64_t N, int64_t K, const int32_t* __restrict__ offs, int G,
-                       O* __restrict__ out, int64_t ldo) {
+                       O* __restrict__ out, int64_t ldo, ColumnScale scale) {
 #if __CUDA_ARCH__ >= 900
   constexpr int kTileCols = TW * NTW * 8, kSliceElems = 64 / sizeof(T);
   constexpr uint32_t kABytes = kTileRows * 64, kBBytes = kTileCols * 64, kStageBytes = SUB * (kABytes + kBBytes);
@@ -469,7 +491,7 @@ __global__ void __launch_bounds__((TW + 1) * 32)
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[st]);
   }
-  store_tile<O, 4, NTW>(c, gc, n0 + warp * NTW * 8, N, out, ldo);
+  store_tile<O, 4, NTW>(c, gc, n0 + warp * NTW * 8, N, out, ldo, scale);
 #else
   __trap();  // launchers check the architecture first
 #endif
@@ -507,7 +529,7 @@ void launch_grouped_tma(const GroupedMmArgs& s) {
   const size_t smem = static_cast<size_t>(ST) * SUB * (kTileRows + kTileCols) * 64 + 2 * ST * sizeof(uint64_t);
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
   kernel<<<static_cast<unsigned>(blocks), (TW + 1) * 32, smem, current_stream()>>>(
-      map_a, map_b, rows, N, K, s.offs.data<int32_t>(), G, s.out.data<O>(), s.out.stride(0));
+      map_a, map_b, rows, N, K, s.offs.data<int32_t>(), G, s.out.data<O>(), s.out.stride(0), column_scale(s));
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -525,17 +547,17 @@ void grouped_rows_mma(const GroupedMmArgs& s) {
     if (fits_tma(s)) launch_grouped_tma<T, O, 4, 4, 2, 4>(s);
     else launch_grouped_tile<T, O, 8, 2, 2, 3>(s);
   }
-  else if (rows <= G) launch_grouped_gemv<T, O>(s);       // decode: a row or none per expert
+  else if (rows <= G) launch_grouped_gemv<T, T, O>(s);    // decode: a row or none per expert
   else if (K * static_cast<int64_t>(sizeof(T)) >= 8 * 4 * 64 * 4) launch_grouped_rows<T, O, 1, 1, 8, 4>(s);
   else launch_grouped_rows<T, O, 1, 1, 4, 4>(s);
 }
 
 // The plain kernel: one thread per output element.
-template <class T, class O>
+template <class T, class W, class O>
 __global__ void grouped_generic_kernel(bool k_by_group, int64_t total, int64_t M, int64_t N, int64_t K,
-                                       const T* __restrict__ a, int64_t as0, int64_t as1, const T* __restrict__ b,
+                                       const T* __restrict__ a, int64_t as0, int64_t as1, const W* __restrict__ b,
                                        int64_t bsg, int64_t bsk, int64_t bsn, const int32_t* __restrict__ offs, int G,
-                                       O* __restrict__ out) {
+                                       O* __restrict__ out, ColumnScale scale) {
   const int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (e >= total) return;
   const int64_t n = e % N;
@@ -554,22 +576,25 @@ __global__ void grouped_generic_kernel(bool k_by_group, int64_t total, int64_t M
       if (offs[mid] > r) hi = mid;
       else lo = mid + 1;
     }
-    if (lo < G && (lo == 0 || offs[lo - 1] <= r))
+    if (lo < G && (lo == 0 || offs[lo - 1] <= r)) {
       for (int64_t k = 0; k < K; ++k)
         acc += static_cast<float>(a[r * as0 + k * as1]) * static_cast<float>(b[lo * bsg + k * bsk + n * bsn]);
+      acc *= scale(lo, n);
+    }
   }
   out[e] = O(acc);
 }
 
-template <class T, class O>
+template <class T, class W, class O>
 void grouped_generic(const GroupedMmArgs& s) {
   const bool by_k = s.k_by_group();
   const int64_t M = s.a.size(0), K = s.a.size(1), N = by_k ? s.b.size(1) : s.b.size(2);
   const int64_t bsg = by_k ? 0 : s.b.stride(0), bsk = s.b.stride(by_k ? 0 : 1), bsn = s.b.stride(by_k ? 1 : 2);
   const int64_t total = s.out.numel();
-  grouped_generic_kernel<T, O><<<grid_all(total, 256), 256, 0, current_stream()>>>(
-      by_k, total, M, N, K, s.a.data<T>(), s.a.stride(0), s.a.stride(1), s.b.data<T>(), bsg, bsk, bsn,
-      s.offs.data<int32_t>(), static_cast<int>(s.offs.size(0)), s.out.data<O>());
+  grouped_generic_kernel<T, W, O><<<grid_all(total, 256), 256, 0, current_stream()>>>(
+      by_k, total, M, N, K, s.a.data<T>(), s.a.stride(0), s.a.stride(1), s.b.data<W>(), bsg, bsk, bsn,
+      s.offs.data<int32_t>(), static_cast<int>(s.offs.size(0)), s.out.data<O>(),
+      column_scale(s));
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -580,26 +605,64 @@ bool fits_mma(const GroupedMmArgs& s) {
          rows_vector_aligned(s.b, 1);
 }
 
+// fp8 weights [G, K, N] (k contiguous, whole 16-byte chunks) -> T, exactly (every
+// e4m3 value is a bfloat16 and a float16): a thread per 16 weights.
+template <class T>
+__global__ void widen_experts_kernel(const Float8_e4m3fn* __restrict__ b, int64_t bsg, int64_t bsn, int64_t N,
+                                     int64_t K, T* __restrict__ out, int64_t vectors) {
+  const int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (v >= vectors) return;
+  const int64_t k = v % (K / 16) * 16, n = v / (K / 16) % N, g = v / (K / 16 * N);
+  float f[16];
+  gemv::widen_pack<Float8_e4m3fn>(*reinterpret_cast<const Pack<Float8_e4m3fn, 16>*>(b + g * bsg + n * bsn + k), f);
+  Pack<T, 8> p[2];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) p[i / 8].v[i % 8] = T(f[i]);
+  Pack<T, 8>* dst = reinterpret_cast<Pack<T, 8>*>(out + (g * N + n) * K + k);
+  dst[0] = p[0];
+  dst[1] = p[1];
+}
+
+template <class T, class O>
+void grouped_mma_fp8(const GroupedMmArgs& s) {
+  if (s.a.size(0) <= s.offs.size(0)) return launch_grouped_gemv<T, Float8_e4m3fn, O>(s);  // decode: reads fp8
+  // Prefill: the experts widened to T once, then the tensor-core tiles with the
+  // scale in their epilogue. TODO(perf): widen inside the tile kernel instead.
+  const int64_t G = s.b.size(0), K = s.b.size(1), N = s.b.size(2);
+  Tensor wide = Tensor::empty({G, N, K}, s.a.dtype(), s.a.device());
+  const int64_t vectors = G * N * K / 16;
+  widen_experts_kernel<T><<<grid_all(vectors, 256), 256, 0, current_stream()>>>(
+      s.b.data<Float8_e4m3fn>(), s.b.stride(0), s.b.stride(2), N, K, wide.data<T>(), vectors);
+  KILN_CUDA_CHECK_LAUNCH();
+  GroupedMmArgs widened = s;
+  widened.b = wide.transpose(1, 2);
+  grouped_rows_mma<T, O>(widened);
+}
+
+// Weights W: T, or float8_e4m3fn with s.b_scale.
+template <class T, class W, class O>
+void grouped_mm_typed(const GroupedMmArgs& s) {
+  constexpr bool fp8 = std::is_same_v<W, Float8_e4m3fn>;
+  if constexpr (!std::is_same_v<T, float>) {
+    if (s.row_index.defined() || s.swiglu) return launch_grouped_gemv<T, W, O>(s);  // moe_experts' fused decode
+    if (fits_mma(s)) {
+      if constexpr (fp8) return grouped_mma_fp8<T, O>(s);
+      else return grouped_rows_mma<T, O>(s);
+    }
+  }
+  grouped_generic<T, W, O>(s);
+}
+
 }  // namespace
 
 void grouped_mm(const GroupedMmArgs& args) {
   detail::dispatch_float(args.a.dtype(), "grouped_mm", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const bool wide = args.out.dtype() == DType::Float32;
-    if constexpr (!std::is_same_v<T, float>) {
-      if (args.row_index.defined() || args.swiglu) {  // moe_experts' fused decode path
-        if (wide) launch_grouped_gemv<T, float>(args);
-        else launch_grouped_gemv<T, T>(args);
-        return;
-      }
-      if (fits_mma(args)) {
-        if (wide) grouped_rows_mma<T, float>(args);
-        else grouped_rows_mma<T, T>(args);
-        return;
-      }
-    }
-    if (wide) grouped_generic<T, float>(args);
-    else grouped_generic<T, T>(args);
+    const bool wide = args.out.dtype() == DType::Float32, fp8 = args.b.dtype() == DType::Float8_e4m3fn;
+    if (fp8 && wide) grouped_mm_typed<T, Float8_e4m3fn, float>(args);
+    else if (fp8) grouped_mm_typed<T, Float8_e4m3fn, T>(args);
+    else if (wide) grouped_mm_typed<T, T, float>(args);
+    else grouped_mm_typed<T, T, T>(args);
   });
 }
 

@@ -165,7 +165,7 @@ std::pair<Tensor, Tensor> Qwen3Model::moe_norm(const LayerWeights& l, const Tens
                                                const Tensor& next_norm) const {
   const MoeRouting r = moe_route(l.moe.router(h), config_.num_experts_per_tok, RouterScoring::Softmax, std::nullopt,
                                  config_.norm_topk_prob);
-  return moe_combine_rms_norm_residual(moe_experts(h, l.moe.gate_up, l.moe.down, r), r, residual, next_norm,
+  return moe_combine_rms_norm_residual(moe_experts(h, l.moe.gate_up, l.moe.down, r, l.moe.gate_up_scale, l.moe.down_scale), r, residual, next_norm,
                                        config_.rms_norm_eps);
 }
 

@@ -20,13 +20,18 @@ size_t LinearWeights::nbytes() const {
   return weight.nbytes() + (scale.defined() ? scale.nbytes() : 0) + (bias.defined() ? bias.nbytes() : 0);
 }
 
+size_t MoeWeights::expert_bytes() const {
+  if (!gate_up.defined()) return 0;
+  return gate_up.nbytes() + down.nbytes() + (gate_up_scale.defined() ? gate_up_scale.nbytes() + down_scale.nbytes() : 0);
+}
+
 size_t ModelWeights::decode_bytes_per_token(const ModelConfig& c) const {
   size_t n = final_norm.nbytes() + lm_head.nbytes() + embed.nbytes() / std::max<int64_t>(1, embed.size(0));
   for (const auto& l : layers) {
     n += l.input_norm.nbytes() + l.post_attention_norm.nbytes() + l.attn.qkv.nbytes() + l.attn.o.nbytes() +
          l.attn.q_norm.nbytes() + l.attn.k_norm.nbytes();
     if (l.is_moe) {
-      const size_t per_expert = (l.moe.gate_up.nbytes() + l.moe.down.nbytes()) / l.moe.gate_up.size(0);
+      const size_t per_expert = l.moe.expert_bytes() / l.moe.gate_up.size(0);
       n += l.moe.router.nbytes() + per_expert * static_cast<size_t>(c.num_experts_per_tok);
     } else {
       n += l.mlp.gate_up.nbytes() + l.mlp.down.nbytes();
@@ -40,7 +45,7 @@ size_t ModelWeights::total_bytes() const {
   for (const auto& l : layers)
     n += l.input_norm.nbytes() + l.post_attention_norm.nbytes() + l.attn.qkv.nbytes() + l.attn.o.nbytes() +
          l.attn.q_norm.nbytes() + l.attn.k_norm.nbytes() + l.mlp.gate_up.nbytes() + l.mlp.down.nbytes() +
-         l.moe.router.nbytes() + (l.moe.gate_up.defined() ? l.moe.gate_up.nbytes() + l.moe.down.nbytes() : 0);
+         l.moe.router.nbytes() + l.moe.expert_bytes();
   return n;
 }
 
@@ -238,6 +243,10 @@ class Builder {
         src_.fill(x + "up_proj.weight", l.moe.gate_up.select(0, e).narrow(0, I, I), false);
         src_.fill(x + "down_proj.weight", l.moe.down.select(0, e), false);
       }
+    }
+    if (o_.fp8) {
+      std::tie(l.moe.gate_up, l.moe.gate_up_scale) = quantize_fp8_rows(l.moe.gate_up);
+      std::tie(l.moe.down, l.moe.down_scale) = quantize_fp8_rows(l.moe.down);
     }
     return l;
   }

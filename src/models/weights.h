@@ -36,6 +36,8 @@ struct MoeWeights {
   LinearWeights router;  // [E, hidden]
   Tensor gate_up;        // [E, 2 I, hidden]
   Tensor down;           // [E, hidden, I]
+  Tensor gate_up_scale, down_scale;  // fp8 experts: [E, 2 I] and [E, hidden] float32 per-row scales
+  size_t expert_bytes() const;       // all experts with their scales
 };
 
 struct LayerWeights {
@@ -65,7 +67,7 @@ struct LoadProgress {
 struct WeightOptions {
   Device device = kCPU;
   DType dtype = DType::BFloat16;  // the compute dtype: bfloat16, float16 or float32
-  bool fp8 = false;  // quantise the linear layers (not norms, embedding, router, experts) to e4m3fn per row
+  bool fp8 = false;  // quantise the linear layers and experts (not norms, embedding, router) to e4m3fn per row
   std::function<void(const LoadProgress&)> progress;  // called as tensors land
 };
 

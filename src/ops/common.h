@@ -30,6 +30,10 @@ inline void check_host_range(const char* op, const char* what, const Tensor& t, 
              end_inclusive ? "]" : ")", ", got ", lo < 0 ? lo : hi);
 }
 
+// grouped_mm's b_scale for a float8_e4m3fn b [G, K, N], checked (float32, a's
+// device; [], [G], [G, 1] or [G, N]) and returned as a [G, N] view.
+Tensor grouped_b_scale(const char* op, const Tensor& a, const Tensor& scale, int64_t G, int64_t N);
+
 inline bool is_compute_float(DType d) { return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16; }
 // "op: <what> <dtype> is not supported (float32, float16, bfloat16 are)" unless t has one of them.
 inline void check_compute_float(const char* op, const Tensor& t, const char* what = "dtype") {

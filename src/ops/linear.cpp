@@ -29,13 +29,15 @@ Tensor linear_gemm(const Tensor& x, const Tensor& weight, const Tensor& scale, c
 
 std::pair<Tensor, Tensor> quantize_fp8_rows(const Tensor& w) {
   check_defined("quantize_fp8_rows", w);
-  KILN_CHECK(is_compute_float(w.dtype()) && w.dim() == 2, "quantize_fp8_rows: w must be a 2-D float32, float16 or "
-             "bfloat16 [out_features, in_features] weight, got ", w.dtype(), " ", w.shape());
+  KILN_CHECK(is_compute_float(w.dtype()) && w.dim() >= 2, "quantize_fp8_rows: w must be a float32, float16 or "
+             "bfloat16 weight [..., out_features, in_features] of 2 or more dims, got ", w.dtype(), " ", w.shape());
   const Tensor wf = w.to(DType::Float32);
-  Tensor amax_rows = amax(abs(wf), {1}, true);                   // [N, 1]
+  Tensor amax_rows = amax(abs(wf), {-1}, true);                  // [..., N, 1]
   amax_rows = where(eq(amax_rows, 0.0), 448.0, amax_rows);       // an all-zero row: scale 1
   const Tensor scale = div(amax_rows, 448.0);
-  return {div(wf, scale).to(DType::Float8_e4m3fn), scale.reshape({w.size(0)})};
+  Shape rows = w.shape();
+  rows.pop_back();
+  return {div(wf, scale).to(DType::Float8_e4m3fn), scale.reshape(rows)};
 }
 
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,

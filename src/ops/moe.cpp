@@ -119,7 +119,8 @@ std::pair<Tensor, Tensor> moe_combine_rms_norm_residual(const Tensor& y, const M
   return {out, res_out};
 }
 
-Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& r) {
+Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& r,
+                   const std::optional<Tensor>& gate_up_scale, const std::optional<Tensor>& down_scale) {
   constexpr const char* op = "moe_experts";
   check_defined(op, x, gate_up);
   check_defined(op, down, r.token_of);
@@ -127,28 +128,43 @@ Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, c
   check_same_device(op, x, down);
   check_same_device(op, x, r.token_of);
   check_compute_float(op, x);
+  const bool fp8 = gate_up.dtype() == DType::Float8_e4m3fn;
   KILN_CHECK(x.dim() == 2 && gate_up.dim() == 3 && down.dim() == 3 && gate_up.size(2) == x.size(1) &&
                  gate_up.size(1) % 2 == 0 && down.size(0) == gate_up.size(0) && down.size(1) == x.size(1) &&
-                 down.size(2) * 2 == gate_up.size(1) && gate_up.dtype() == x.dtype() && down.dtype() == x.dtype(),
-             op, ": x [T, H], gate_up [E, 2I, H] and down [E, H, I] of one dtype expected, got ", x.dtype(), " ",
-             x.shape(), ", ", gate_up.dtype(), " ", gate_up.shape(), " and ", down.dtype(), " ", down.shape());
+                 down.size(2) * 2 == gate_up.size(1) && (fp8 || gate_up.dtype() == x.dtype()) &&
+                 down.dtype() == gate_up.dtype(),
+             op, ": x [T, H], gate_up [E, 2I, H] and down [E, H, I] of x's dtype (or both float8_e4m3fn) expected, "
+             "got ", x.dtype(), " ", x.shape(), ", ", gate_up.dtype(), " ", gate_up.shape(), " and ", down.dtype(),
+             " ", down.shape());
+  const bool has_scales = gate_up_scale.has_value() && gate_up_scale->defined() && down_scale.has_value() &&
+                          down_scale->defined();
+  const bool any_scale = (gate_up_scale.has_value() && gate_up_scale->defined()) ||
+                         (down_scale.has_value() && down_scale->defined());
+  KILN_CHECK(fp8 ? has_scales : !any_scale, op, fp8 ? ": float8_e4m3fn experts need gate_up_scale and down_scale"
+                                                    : ": gate_up_scale and down_scale are only for float8_e4m3fn experts");
   KILN_CHECK(r.offs.defined() && r.offs.dim() == 1 && r.offs.size(0) == gate_up.size(0) &&
                  r.token_of.dtype() == DType::Int32 && r.token_of.dim() == 1,
              op, ": the routing must be moe_route's for ", gate_up.size(0), " experts");
   const int64_t rows = r.token_of.size(0), E = gate_up.size(0), H = x.size(1), I = down.size(2);
   const Tensor b1 = gate_up.transpose(1, 2), b2 = down.transpose(1, 2);  // [E, H, 2I], [E, I, H]: k contiguous
+  const Tensor scale1 = fp8 ? grouped_b_scale(op, x, *gate_up_scale, E, 2 * I) : Tensor();
+  const Tensor scale2 = fp8 ? grouped_b_scale(op, x, *down_scale, E, H) : Tensor();
+  // whole 16-byte vectors of k, in the activations and in the weights
+  auto whole_vectors = [&](int64_t k) {
+    return (k * static_cast<int64_t>(x.itemsize())) % 16 == 0 && (k * static_cast<int64_t>(gate_up.itemsize())) % 16 == 0;
+  };
   const bool fused = x.is_cuda() && x.dtype() != DType::Float32 && rows <= E && rows > 0 &&
                      x.stride(1) == 1 && rows_vector_aligned(x, 1) && rows_vector_aligned(b1, 1) &&
-                     rows_vector_aligned(b2, 1) && (H * static_cast<int64_t>(x.itemsize())) % 16 == 0 &&
-                     (I * static_cast<int64_t>(x.itemsize())) % 16 == 0 &&
+                     rows_vector_aligned(b2, 1) && whole_vectors(H) && whole_vectors(I) &&
                      I <= 12288;  // the activation row sits in 48 KB of shared memory
   if (!fused) {
-    const Tensor h = grouped_mm(index_select(x, 0, r.token_of), b1, r.offs);
-    return grouped_mm(silu_and_mul(h), b2, r.offs);
+    const Tensor h = grouped_mm(index_select(x, 0, r.token_of), b1, r.offs, std::nullopt, std::nullopt, gate_up_scale);
+    return grouped_mm(silu_and_mul(h), b2, r.offs, std::nullopt, std::nullopt, down_scale);
   }
   GroupedMmArgs first;
   first.a = x;
   first.b = b1;
+  first.b_scale = scale1;
   first.offs = r.offs.contiguous();
   first.row_index = r.token_of.contiguous();
   first.out = Tensor::empty({rows, 2 * I}, x.dtype(), x.device());
@@ -156,6 +172,7 @@ Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, c
   GroupedMmArgs second;
   second.a = first.out;
   second.b = b2;
+  second.b_scale = scale2;
   second.offs = first.offs;
   second.swiglu = true;
   second.out = Tensor::empty({rows, H}, x.dtype(), x.device());

@@ -237,11 +237,12 @@ void bind_ops(py::module_& m) {
   }, arg("input"), arg("mat2"), arg("scale_a"), arg("scale_b"), arg("bias") = none, arg("scale_result") = none,
      arg("out_dtype") = none, arg("use_fast_accum") = false);
   m.def("_grouped_mm", [](const Tensor& a, const Tensor& b, std::optional<Tensor> offs, std::optional<Tensor> bias,
-                          py::object out_dtype) {
+                          py::object out_dtype, std::optional<Tensor> b_scale) {
     const std::optional<DType> od = opt_dtype(out_dtype);
     py::gil_scoped_release release;
-    return grouped_mm(a, b, offs, bias, od);
-  }, arg("mat_a"), arg("mat_b"), arg("offs") = none, arg("bias") = none, arg("out_dtype") = none);
+    return grouped_mm(a, b, offs, bias, od, b_scale);
+  }, arg("mat_a"), arg("mat_b"), arg("offs") = none, arg("bias") = none, arg("out_dtype") = none,
+     arg("b_scale") = none);
   m.def("quantize_fp8_rows", [](const Tensor& w) { return pair_without_gil([&] { return quantize_fp8_rows(w); }); },
         arg("weight"));
   for (bool log : {false, true}) {
@@ -346,7 +347,7 @@ void bind_ops(py::module_& m) {
     return pair_without_gil([&] { return moe_combine_rms_norm_residual(y, r, res, w, eps); });
   }, arg("expert_out"), arg("routing"), arg("residual"), arg("weight"), arg("eps"));
   m.def("moe_experts", &moe_experts, arg("x"), arg("gate_up"), arg("down"), arg("routing"),
-        py::call_guard<py::gil_scoped_release>());
+        arg("gate_up_scale") = none, arg("down_scale") = none, py::call_guard<py::gil_scoped_release>());
   m.def("broadcast_shapes", [](py::args shapes) {
     Shape out;
     for (auto s : shapes) out = broadcast_shapes(out, s.cast<Shape>());

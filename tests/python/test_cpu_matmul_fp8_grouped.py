@@ -151,6 +151,51 @@ class GroupedMm(unittest.TestCase):
         got = KF.grouped_mm(kiln.zeros((0, 8)), kiln.zeros((2, 8, 4)), offs=kiln.tensor([0, 0], dtype=kiln.int32))
         self.assertEqual(got.shape, (0, 4))
 
+    def test_fp8_weights_with_scales(self):
+        counts = [3, 0, 5, 0, 1, 0]
+        G, rows, kk, n = len(counts), sum(counts) + 2, 32, 24  # two rows past the last offset
+        offs = np.cumsum(counts).astype(np.int32)
+        a = RNG.standard_normal((rows, kk)).astype(np.float32)
+        w8, wv = random_fp8((G, n, kk))  # weights [G, N, K]
+        per_row = (RNG.random((G, n)) + 0.5).astype(np.float32)
+        per_group = (RNG.random(G) + 0.5).astype(np.float32)
+        for scale, full in [(per_row, per_row), (per_group, np.repeat(per_group[:, None], n, 1)),
+                            (per_group[:, None], np.repeat(per_group[:, None], n, 1)),
+                            (np.float32(0.25), np.full((G, n), 0.25))]:
+            ref = np.zeros((rows, n))
+            start = 0
+            for g, end in enumerate(offs):
+                ref[start:end] = a[start:end].astype(np.float64) @ (wv[g] * full[g][:, None]).T
+                start = end
+            got = np.from_dlpack(KF.grouped_mm(kiln.tensor(a), w8.transpose(-2, -1), offs=kiln.tensor(offs),
+                                               b_scale=kiln.tensor(scale)))
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max(),
+                                       err_msg=f"scale shape {np.shape(scale)}")
+            kb = KF.grouped_mm(kiln.tensor(a).to(kiln.bfloat16), w8.transpose(-2, -1), offs=kiln.tensor(offs),
+                               b_scale=kiln.tensor(scale), out_dtype=kiln.float32)
+            self.assertEqual(kb.dtype, kiln.float32)
+            np.testing.assert_allclose(np.from_dlpack(kb), ref, rtol=0.02, atol=0.02 * np.abs(ref).max())
+        # 3-D x 3-D: a batched matmul against the dequantised weights
+        a3 = RNG.standard_normal((G, 4, kk)).astype(np.float32)
+        got = np.from_dlpack(KF.grouped_mm(kiln.tensor(a3), w8.transpose(-2, -1), b_scale=kiln.tensor(per_row)))
+        ref = a3.astype(np.float64) @ (wv * per_row[:, :, None]).transpose(0, 2, 1)
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+
+    def test_fp8_bad_input_raises(self):
+        a, offs = kiln.zeros((6, 16)), kiln.tensor([3, 6], dtype=kiln.int32)
+        b8 = kiln.zeros((2, 4, 16)).to(kiln.float8_e4m3fn).transpose(-2, -1)
+        with self.assertRaisesRegex(kiln.Error, "needs b_scale"):
+            KF.grouped_mm(a, b8, offs=offs)
+        with self.assertRaisesRegex(kiln.Error, r"b_scale shape \[2, 3\] must be .*\[2, 4\]"):
+            KF.grouped_mm(a, b8, offs=offs, b_scale=kiln.ones((2, 3)))
+        with self.assertRaisesRegex(kiln.Error, "b_scale must be float32, got bfloat16"):
+            KF.grouped_mm(a, b8, offs=offs, b_scale=kiln.ones((2, 4)).to(kiln.bfloat16))
+        with self.assertRaisesRegex(kiln.Error, "only for a float8_e4m3fn b"):
+            KF.grouped_mm(a, kiln.zeros((2, 16, 4)), offs=offs, b_scale=kiln.ones((2, 4)))
+        with self.assertRaisesRegex(kiln.Error, "not 2-D x 2-D"):
+            KF.grouped_mm(kiln.zeros((4, 6)), kiln.zeros((6, 5)).to(kiln.float8_e4m3fn), offs=offs,
+                          b_scale=kiln.ones(()))
+
     def test_bad_input_raises_with_values(self):
         a, b = kiln.zeros((6, 8)), kiln.zeros((2, 8, 4))
         with self.assertRaisesRegex(kiln.Error, r"offs\[1\] = 2 after 5"):

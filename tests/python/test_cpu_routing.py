@@ -5,8 +5,14 @@ import numpy as np
 
 import kiln
 import kiln.nn.functional as KF
+from test_cpu_matmul_fp8_grouped import DECODE
 
 RNG = np.random.default_rng(11)
+
+
+def e4m3_decode(t):
+    """The float64 values of a float8_e4m3fn tensor, from its codes (the format's formula, not kiln's)."""
+    return DECODE[np.from_dlpack(t.contiguous().view(kiln.uint8))]
 
 
 def reference_route(logits, k, sigmoid=False, bias=None, renormalize=True):
@@ -105,6 +111,35 @@ class Router(unittest.TestCase):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
         with self.assertRaisesRegex(kiln.Error, r"gate_up \[E, 2I, H\] and down \[E, H, I\]"):
             kiln.moe_experts(kiln.tensor(x), kiln.tensor(gate_up), kiln.tensor(down[:, :, :5]), r)
+
+    def test_fp8_swiglu_experts_against_numpy(self):
+        tokens, E, k, H, I = 5, 8, 3, 32, 48
+        x = RNG.standard_normal((tokens, H)).astype(np.float32)
+        logits = RNG.standard_normal((tokens, E)).astype(np.float32)
+        gate_up = (RNG.standard_normal((E, 2 * I, H)) / 4).astype(np.float32)
+        down = (RNG.standard_normal((E, H, I)) / 5).astype(np.float32)
+        gu8, gu_s = kiln.quantize_fp8_rows(kiln.tensor(gate_up))
+        dn8, dn_s = kiln.quantize_fp8_rows(kiln.tensor(down))
+        self.assertEqual((gu8.dtype, tuple(gu_s.shape), tuple(dn_s.shape)), (kiln.float8_e4m3fn, (E, 2 * I), (E, H)))
+        # the reference uses the quantised weights, decoded by numpy's table of the format
+        gu_v = e4m3_decode(gu8) * np.from_dlpack(gu_s)[:, :, None]
+        dn_v = e4m3_decode(dn8) * np.from_dlpack(dn_s)[:, :, None]
+        np.testing.assert_allclose(gu_v, gate_up, rtol=2 ** -3, atol=1e-3)  # within e4m3's rounding
+        r = kiln.moe_route(kiln.tensor(logits), k)
+        got = np.from_dlpack(kiln.moe_combine(kiln.moe_experts(kiln.tensor(x), gu8, dn8, r, gate_up_scale=gu_s,
+                                                               down_scale=dn_s), r))
+        wr, er = reference_route(logits, k)
+        ref = np.zeros((tokens, H))
+        for t in range(tokens):
+            for j in range(k):
+                g, u = np.split(gu_v[er[t, j]] @ x[t], 2)
+                ref[t] += wr[t, j] * (dn_v[er[t, j]] @ (g / (1 + np.exp(-g)) * u))
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+        with self.assertRaisesRegex(kiln.Error, "need gate_up_scale and down_scale"):
+            kiln.moe_experts(kiln.tensor(x), gu8, dn8, r, gate_up_scale=gu_s)
+        with self.assertRaisesRegex(kiln.Error, "only for float8_e4m3fn experts"):
+            kiln.moe_experts(kiln.tensor(x), kiln.tensor(gate_up), kiln.tensor(down), r, gate_up_scale=gu_s,
+                             down_scale=dn_s)
 
     def test_combine_rms_norm_residual_against_numpy(self):
         tokens, E, k, N = 4, 8, 3, 40

@@ -123,6 +123,43 @@ class GroupedMm(TorchParityBase):
         self.check_2d3d(few, 640, 200, msg="few rows per group, N not a multiple of 8")
         self.check_2d3d(few, 640, 200, out_dtype=torch.float32, msg="few rows, float32 out")
 
+    def check_fp8(self, counts, kk, n, out_dtype=None, per_group=False, weights_kn=False, msg=""):
+        """fp8 e4m3fn weights with their scale against the float32 product with the dequantised weights."""
+        g, rows = len(counts), sum(counts) + 3  # three rows past the last offset
+        a = torch.randn(rows, kk, device=DEV, dtype=torch.bfloat16)
+        w = torch.randn(g, n, kk, device=DEV) / kk ** 0.5  # weights [G, N, K]
+        s = (w.abs().amax((1, 2)) if per_group else w.abs().amax(-1)) / 448
+        full = s[:, None, None] if per_group else s[:, :, None]
+        w8 = (w / full).to(torch.float8_e4m3fn)
+        deq = w8.float() * full
+        offs = offsets(counts)
+        kb = k(w8.transpose(-2, -1).contiguous()) if weights_kn else k(w8).transpose(-2, -1)
+        got = T(KF.grouped_mm(k(a), kb, offs=k(offs), b_scale=k(s),
+                              out_dtype=None if out_dtype is None else k_dtype(out_dtype)))
+        bounds = [0] + offs.tolist()
+        ref = torch.zeros(rows, n, device=DEV)
+        for e, (lo, hi) in enumerate(zip(bounds, bounds[1:])):
+            ref[lo:hi] = a[lo:hi].float() @ deq[e].t()
+        self.assertEqual(got.dtype, out_dtype or torch.bfloat16)
+        tol = 1e-4 if out_dtype == torch.float32 else 1e-2
+        torch.testing.assert_close(got.float(), ref, rtol=tol, atol=tol,
+                                   msg=lambda m: f"{m}\n{counts[:8]}... K={kk} N={n} {msg}")
+
+    def test_fp8_weights(self):
+        gen = torch.Generator().manual_seed(2)
+        for tokens in (1, 4, 512):  # top-8 of 128: the matrix-vector kernel, then the dequantised tiles
+            experts = torch.stack([torch.randperm(128, generator=gen)[:8] for _ in range(tokens)]).flatten()
+            counts = torch.bincount(experts, minlength=128).tolist()
+            self.check_fp8(counts, 2048, 1536, msg=f"{tokens} tokens")
+        few = [1, 0, 2, 0, 0, 1, 0, 0, 3, 0, 0, 0, 0, 1, 0, 0]
+        self.check_fp8(few, 768, 200, msg="few rows, 1.5 k-steps a lane, N not a multiple of 8")
+        self.check_fp8(few, 640, 64, out_dtype=torch.float32, msg="few rows, float32 out")
+        self.check_fp8(few, 256, 48, per_group=True, msg="few rows, per-group scale")
+        self.check_fp8([70, 0, 33, 5], 208, 200, msg="prefill tiles, ragged N")
+        self.check_fp8([70, 0, 33, 5], 208, 200, out_dtype=torch.float32, per_group=True, msg="prefill, float32 out")
+        self.check_fp8([3, 0, 5, 0], 40, 24, weights_kn=True, msg="weights stored [G, K, N]: the plain kernel")
+        self.check_fp8([0, 0, 0], 128, 64, msg="zero tokens")
+
     def test_rows_past_the_last_offset_are_zero(self):
         a = torch.randn(10, 64, device=DEV, dtype=torch.bfloat16)
         w = torch.randn(2, 32, 64, device=DEV, dtype=torch.bfloat16)

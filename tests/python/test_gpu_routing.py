@@ -87,19 +87,35 @@ class Routing(TorchParityBase):
 
     def test_fused_experts_equal_the_ops_in_sequence(self):
         F = torch.nn.functional
-        for tokens, E, kk, H, I in [(1, 128, 8, 2048, 768), (4, 64, 8, 256, 128), (2, 16, 4, 512, 96), (40, 16, 4, 256, 64)]:
+
+        def quantize(w):  # per-row e4m3fn in torch: (codes, scale, the dequantised float32 weights)
+            s = w.float().abs().amax(-1) / 448
+            w8 = (w.float() / s[..., None]).to(torch.float8_e4m3fn)
+            return w8, s, w8.float() * s[..., None]
+
+        for tokens, E, kk, H, I, fp8 in [(1, 128, 8, 2048, 768, False), (4, 64, 8, 256, 128, False),
+                                         (2, 16, 4, 512, 96, False), (40, 16, 4, 256, 64, False),
+                                         (1, 128, 8, 2048, 768, True), (4, 64, 8, 256, 128, True),
+                                         (40, 16, 4, 256, 64, True)]:
+            msg = f"{tokens} tokens, {E} experts, {'fp8' if fp8 else 'bf16'}"
             x = torch.randn(tokens, H, device=DEV, dtype=torch.bfloat16)
             logits = torch.randn(tokens, E, device=DEV)
             gate_up = torch.randn(E, 2 * I, H, device=DEV, dtype=torch.bfloat16) / H ** 0.5
             down = torch.randn(E, H, I, device=DEV, dtype=torch.bfloat16) / I ** 0.5
             r = kiln.moe_route(k(logits), kk)
-            got = T(kiln.moe_experts(k(x), k(gate_up), k(down), r))  # fused when tokens * kk <= E
-            h = KF.grouped_mm(kiln.index_select(k(x), 0, r.token_of), k(gate_up).transpose(-2, -1), offs=r.offs)
-            seq = T(KF.grouped_mm(kiln.silu_and_mul(h), k(down).transpose(-2, -1), offs=r.offs))
-            torch.testing.assert_close(got, seq, rtol=0, atol=0, msg=f"{tokens} tokens, {E} experts")
+            if fp8:
+                (gu8, gus, gate_up_f), (dn8, dns, down_f) = quantize(gate_up), quantize(down)
+                kgu, kdn, scales = k(gu8), k(dn8), (k(gus), k(dns))
+            else:
+                gate_up_f, down_f, kgu, kdn, scales = gate_up.float(), down.float(), k(gate_up), k(down), (None, None)
+            got = T(kiln.moe_experts(k(x), kgu, kdn, r, *scales))  # fused when tokens * kk <= E
+            h = KF.grouped_mm(kiln.index_select(k(x), 0, r.token_of), kgu.transpose(-2, -1), offs=r.offs,
+                              b_scale=scales[0])
+            seq = T(KF.grouped_mm(kiln.silu_and_mul(h), kdn.transpose(-2, -1), offs=r.offs, b_scale=scales[1]))
+            torch.testing.assert_close(got, seq, rtol=0, atol=0, msg=lambda m: f"{m}\n{msg}")
             rows = T(r.token_of).long()
             e_of = torch.repeat_interleave(torch.arange(E, device=DEV), torch.diff(T(r.offs).long(), prepend=torch.zeros(1, dtype=torch.long, device=DEV)))
-            gu = torch.einsum("rnh,rh->rn", gate_up[e_of].float(), x[rows].float()).to(torch.bfloat16).float()
+            gu = torch.einsum("rnh,rh->rn", gate_up_f[e_of], x[rows].float()).to(torch.bfloat16).float()
             act = (F.silu(gu[:, :I]) * gu[:, I:]).to(torch.bfloat16).float()
-            ref = torch.einsum("rhi,ri->rh", down[e_of].float(), act).to(torch.bfloat16)
-            torch.testing.assert_close(got, ref, rtol=2e-2, atol=2e-2)
+            ref = torch.einsum("rhi,ri->rh", down_f[e_of], act).to(torch.bfloat16)
+            torch.testing.assert_close(got, ref, rtol=2e-2, atol=2e-2, msg=lambda m: f"{m}\n{msg}")

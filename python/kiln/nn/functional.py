@@ -16,14 +16,17 @@ def linear(input, weight, bias=None, *, weight_scale=None):
     return _kiln.linear(input, weight, bias, weight_scale=weight_scale)
 
 
-def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
+def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None, b_scale=None):
     """One matrix product per group, as torch.nn.functional.grouped_mm.
 
     2-D x 3-D: mat_a [T, K] rows sorted by group, mat_b [G, K, N] (usually the
     transpose of weights stored [G, N, K]), offs int32 [G] cumulative end rows
     -> [T, N]. 3-D x 3-D: batched, offs None. 2-D x 2-D: offs splits K -> [G, M, N].
+    A float8_e4m3fn mat_b takes b_scale, its float32 dequantisation scale: [G, N]
+    (per group and output column), [G] (per group) or 0-d; the product is
+    mat_a @ (mat_b * b_scale).
     """
-    return _kiln._grouped_mm(mat_a, mat_b, offs, bias, out_dtype)
+    return _kiln._grouped_mm(mat_a, mat_b, offs, bias, out_dtype, b_scale)
 
 
 def scaled_mm(input, mat2, scale_a, scale_b, bias=None, out_dtype=None, use_fast_accum=False):
