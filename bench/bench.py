@@ -352,6 +352,20 @@ def attention_cases():
                           kq, kkk, kv, is_causal=causal, enable_gqa=True),
                       lambda q=q, kk=kk, v=v, causal=causal: F.scaled_dot_product_attention(
                           q, kk, v, is_causal=causal, enable_gqa=True), flops=flops))
+    # a 512-token chunk after 3584 cached tokens (Qwen3-8B heads): kiln's lower-right causal kernel against
+    # torch's causal_lower_right mask (its flash and cuDNN kernels take only the upper-left variant)
+    from torch.nn.attention.bias import causal_lower_right
+    L, S = 512, 4096
+    q = torch.randn(1, 32, L, 128, device="cuda", dtype=torch.bfloat16)
+    kk, v = (torch.randn(1, 8, S, 128, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+    kq, kkk, kv, bias = k(q), k(kk), k(v), causal_lower_right(L, S)
+    kr, vr = kk.repeat_interleave(4, 1), v.repeat_interleave(4, 1)  # GQA made plain outside the timing
+    c.append(Case("attention", f"sdpa chunk {L} after {S - L} cached 32q/8kv d128 bf16 lower-right causal",
+                  2.0 * (2 * 32 * L + 2 * 8 * S) * 128,
+                  lambda: kiln.nn.functional.scaled_dot_product_attention(kq, kkk, kv, is_causal=True, enable_gqa=True,
+                                                                         causal_variant="lower_right"),
+                  lambda: F.scaled_dot_product_attention(q, kr, vr, attn_mask=bias),
+                  flops=4.0 * 32 * L * (S - L / 2) * 128))
     return c
 
 

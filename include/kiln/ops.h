@@ -271,9 +271,14 @@ Tensor log_softmax(const Tensor& x, int64_t dim, std::optional<DType> dtype = st
 // j > i (top-left aligned); scale defaults to 1/sqrt(E); enable_gqa lets k and v
 // have fewer heads (dim -3) than q, each serving Hq/Hkv consecutive q heads. Rows
 // with every key masked give 0, as PyTorch's math path. Computed in float32.
+// causal_variant LowerRight aligns is_causal's mask to the bottom right, as
+// torch.nn.attention.bias.causal_lower_right: query i sees keys j <= i + S - L
+// (L new tokens after S - L cached ones; needs L <= S).
+enum class CausalVariant { UpperLeft, LowerRight };
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const std::optional<Tensor>& attn_mask = std::nullopt, bool is_causal = false,
-                                    std::optional<double> scale = std::nullopt, bool enable_gqa = false);
+                                    std::optional<double> scale = std::nullopt, bool enable_gqa = false,
+                                    CausalVariant causal_variant = CausalVariant::UpperLeft);
 
 // One query token per sequence over a KV cache whose filled lengths are on the
 // device: q [B, Hq, D], k_cache and v_cache [B, Hkv, capacity, D] (Hq a multiple

@@ -104,6 +104,7 @@ struct AttentionPrefillArgs {
   Tensor out, q, k, v;
   double scale = 1.0;
   bool causal = false;
+  int64_t causal_offset = 0;  // causal: query i sees keys j <= i + causal_offset (S - L for lower right)
 };
 
 // qkv_rotary_cache's arguments, checked: q_out [T, Hq, D] contiguous; qkv rows

@@ -9,7 +9,8 @@
 // key tiles is the m16k16 A layout). ldmatrix feeds Q and K as they lie, V
 // transposed; shared-memory rows take an odd number of 16-byte chunks so that
 // the 8 rows of an ldmatrix land in 8 different banks.
-// Causal is PyTorch's top-left alignment (query i sees keys 0..i); causal
+// Causal: query i sees keys 0..i + causal_offset (0: PyTorch's top-left
+// alignment; S - L: lower right, a chunk after cached context); causal
 // blocks start from the longest (last) query tiles so that short ones fill the
 // tail of the grid.
 // Measured on the H200 (bench.py --filter prefill, against PyTorch 2.11, which
@@ -126,6 +127,7 @@ struct PrefillParams {
   int hq, group, q_tiles;     // group: query heads per kv head
   float scale_log2;
   bool causal;
+  int64_t causal_offset;      // causal: row i sees keys up to i + causal_offset
 };
 
 template <class T, int D, class Shape>
@@ -145,7 +147,7 @@ __global__ void __launch_bounds__(Shape::kThreads) flash_prefill_kernel(const Pr
   const T* qb = static_cast<const T*>(p.q) + b * p.qs[0] + h * p.qs[1];
   const T* kb = static_cast<const T*>(p.k) + b * p.ks[0] + hk * p.ks[1];
   const T* vb = static_cast<const T*>(p.v) + b * p.vs[0] + hk * p.vs[1];
-  const int64_t key_end = p.causal ? min64(p.S, q0 + kRows) : p.S;
+  const int64_t key_end = p.causal ? min64(p.S, q0 + kRows + p.causal_offset) : p.S;
   const int steps = static_cast<int>((key_end + kKeys - 1) / kKeys);
 
   // Commit groups: Q with step 0, then one per step (empty past the last), so
@@ -195,7 +197,7 @@ __global__ void __launch_bounds__(Shape::kThreads) flash_prefill_kernel(const Pr
     const T* vs = sv + st * kKeys * LD;
     const int64_t k0 = static_cast<int64_t>(j) * kKeys;
     // Under causal, a warp whose rows all precede the step's keys has nothing to add.
-    if (!p.causal || k0 <= warp_row0 + 16 * MT - 1) {
+    if (!p.causal || k0 <= warp_row0 + 16 * MT - 1 + p.causal_offset) {
 
       // S = Q K^T for the step's kKeys keys: NK tiles of 8 keys.
       float s[MT][NK][4];
@@ -225,11 +227,11 @@ __global__ void __launch_bounds__(Shape::kThreads) flash_prefill_kernel(const Pr
 
       // Keys past S, and past the row under causal, score -inf. In 32-bit offsets
       // from the lane's first key and row, so that each score costs a compare.
-      if (k0 + kKeys > p.S || (p.causal && k0 + kKeys - 1 > warp_row0)) {
+      if (k0 + kKeys > p.S || (p.causal && k0 + kKeys - 1 > warp_row0 + p.causal_offset)) {
         const int64_t first_key = k0 + 2 * t, first_row = warp_row0 + g;
         const int keys_left = static_cast<int>(min64(p.S - first_key, kKeys));  // key offsets below it exist
         // key offset - row offset above it is past the diagonal (never, without causal)
-        const int diagonal = p.causal ? static_cast<int>(first_row - first_key) : kKeys + 16 * MT;
+        const int diagonal = p.causal ? static_cast<int>(first_row + p.causal_offset - first_key) : kKeys + 16 * MT;
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -310,6 +312,7 @@ void launch_prefill(const AttentionPrefillArgs& a) {
   p.q_tiles = static_cast<int>(q_tiles);
   p.scale_log2 = static_cast<float>(a.scale) * kLog2e;
   p.causal = a.causal;
+  p.causal_offset = a.causal_offset;
   const auto kernel = flash_prefill_kernel<T, D, Shape>;
   constexpr size_t smem = Shape::template smem_bytes<T, D>();
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);

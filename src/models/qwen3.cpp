@@ -1,8 +1,8 @@
 // The Qwen3 / Qwen3-MoE forward pass. Per layer: RMSNorm, one q|k|v projection,
 // per-head q/k RMSNorm + rotary + the new keys and values written into the cache
 // (one kernel), attention over the cache (the decode kernel for one token, with
-// the length read on the device; causal for a prompt from position 0, an explicit
-// mask for a prompt appended later), o_proj, the residual add fused into the next
+// the length read on the device; for a prompt, causal from the bottom right, so
+// that a chunk after cached context sees it), o_proj, the residual add fused into the next
 // RMSNorm, then SwiGLU or the experts (their combine fused into that add and norm
 // as well). On CUDA a one-token step is a CUDA graph.
 #include "models/qwen3.h"
@@ -147,13 +147,8 @@ Tensor Qwen3Model::attention(int64_t layer, const Tensor& h, const Step& step) {
   const int64_t S = step.start + T;
   const Tensor keys = kc.narrow(1, 0, S).unsqueeze(0), values = vc.narrow(1, 0, S).unsqueeze(0);
   const Tensor q4 = q.transpose(0, 1).unsqueeze(0);  // [1, hq, T, D]
-  if (T == 1 || step.start == 0) {
-    o = scaled_dot_product_attention(q4, keys, values, std::nullopt, T > 1, scale, true);
-  } else {  // a chunk after cached context: query i sees keys up to start + i
-    const Tensor rows = arange(step.start, S, 1, DType::Int64, device()).unsqueeze(1);
-    const Tensor mask = ge(rows, arange(S, DType::Int64, device()).unsqueeze(0));
-    o = scaled_dot_product_attention(q4, keys, values, mask, false, scale, true);
-  }
+  // causal from the bottom right: query i (position start + i) sees keys up to start + i
+  o = scaled_dot_product_attention(q4, keys, values, std::nullopt, true, scale, true, CausalVariant::LowerRight);
   return w.o(o.squeeze(0).transpose(0, 1).reshape({T, hq * D}));
 }
 

@@ -58,7 +58,7 @@ bool prefill_kernel_applies(const Tensor& q, const Tensor& k, const Tensor& v, b
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const Tensor& v_in,
                                     const std::optional<Tensor>& attn_mask, bool is_causal,
-                                    std::optional<double> scale, bool enable_gqa) {
+                                    std::optional<double> scale, bool enable_gqa, CausalVariant causal_variant) {
   constexpr const char* op = "scaled_dot_product_attention";
   check_defined(op, q, k_in);
   check_defined(op, v_in);
@@ -78,6 +78,13 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
              ": give attn_mask or is_causal, not both");
   const bool masked = attn_mask.has_value() && attn_mask->defined();
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(E)));
+  int64_t causal_offset = 0;  // query i sees keys j <= i + causal_offset
+  if (is_causal && causal_variant == CausalVariant::LowerRight) {
+    KILN_CHECK(L <= S, op, ": a lower-right causal mask needs no more queries than keys, got ", L, " queries and ", S,
+               " keys");
+    causal_offset = S - L;
+    if (L == 1) is_causal = false;  // the one query sees every key
+  }
   if (decode_kernel_applies(q, k_in, v_in, masked, is_causal, enable_gqa)) {
     AttentionDecodeArgs a{Tensor::empty({q.size(0), q.size(1), E}, q.dtype(), q.device()), q.squeeze(2), k_in, v_in,
                           s, Tensor{}};
@@ -85,7 +92,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
     return a.out.view(q.shape());
   }
   if (prefill_kernel_applies(q, k_in, v_in, masked, s, enable_gqa)) {
-    AttentionPrefillArgs a{Tensor::empty(q.shape(), q.dtype(), q.device()), q, k_in, v_in, s, is_causal};
+    AttentionPrefillArgs a{Tensor::empty(q.shape(), q.dtype(), q.device()), q, k_in, v_in, s, is_causal,
+                           causal_offset};
     KILN_ON_DEVICE(q.device(), attention_prefill, a);
     return a.out;
   }
@@ -103,7 +111,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
   if (is_causal) {
     const Tensor rows = arange(L, DType::Int64, q.device()).unsqueeze(1);
     const Tensor cols = arange(S, DType::Int64, q.device()).unsqueeze(0);
-    scores = where(ge(rows, cols), scores, neg_inf);
+    scores = where(ge(add(rows, causal_offset), cols), scores, neg_inf);
   } else if (attn_mask.has_value() && attn_mask->defined()) {
     const Tensor& m = *attn_mask;
     check_same_device(op, q, m);

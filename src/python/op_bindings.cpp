@@ -254,13 +254,19 @@ void bind_ops(py::module_& m) {
   }
   m.def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
                                            std::optional<Tensor> mask, double dropout_p, bool is_causal,
-                                           std::optional<double> scale, bool enable_gqa) {
+                                           std::optional<double> scale, bool enable_gqa,
+                                           const std::string& causal_variant) {
     if (dropout_p != 0.0)
       throw NotImplementedError("scaled_dot_product_attention: dropout_p != 0 is not supported (kiln is for inference)");
-    return scaled_dot_product_attention(q, k, v, mask, is_causal, scale, enable_gqa);
+    if (causal_variant != "upper_left" && causal_variant != "lower_right")
+      throw Error("scaled_dot_product_attention: causal_variant must be 'upper_left' or 'lower_right', got '" +
+                  causal_variant + "'");
+    return scaled_dot_product_attention(q, k, v, mask, is_causal, scale, enable_gqa,
+                                        causal_variant == "lower_right" ? CausalVariant::LowerRight
+                                                                        : CausalVariant::UpperLeft);
   }, arg("query"), arg("key"), arg("value"), arg("attn_mask") = none, arg("dropout_p") = 0.0,
      arg("is_causal") = false, py::kw_only(), arg("scale") = none, arg("enable_gqa") = false,
-     py::call_guard<py::gil_scoped_release>());
+     arg("causal_variant") = "upper_left", py::call_guard<py::gil_scoped_release>());
   {
     auto f = [](const Tensor& x, int64_t kk, int64_t dim, bool largest, bool sorted) {
       (void)sorted;  // always sorted, which torch allows for sorted=False too

@@ -1,4 +1,4 @@
-"""scaled_dot_product_attention's one-query (decode) path on the CPU against numpy."""
+"""scaled_dot_product_attention on the CPU against numpy: the one-query (decode) path, lower-right causal."""
 import unittest
 
 import numpy as np
@@ -9,11 +9,13 @@ import kiln.nn.functional as KF
 RNG = np.random.default_rng(5)
 
 
-def reference(q, k, v, scale):
-    """q [B, Hq, 1, D], k/v [B, Hkv, S, D], GQA by head groups, in float64."""
+def reference(q, k, v, scale, visible=None):
+    """q [B, Hq, L, D], k/v [B, Hkv, S, D], GQA by head groups, in float64; visible [L, S] bool or None."""
     g = q.shape[1] // k.shape[1]
     k, v = np.repeat(k, g, axis=1).astype(np.float64), np.repeat(v, g, axis=1).astype(np.float64)
     s = q.astype(np.float64) @ k.transpose(0, 1, 3, 2) * scale
+    if visible is not None:
+        s = np.where(visible, s, -np.inf)
     p = np.exp(s - s.max(-1, keepdims=True))
     return (p / p.sum(-1, keepdims=True)) @ v
 
@@ -44,6 +46,26 @@ class AttentionDecode(unittest.TestCase):
         # is_causal with one query sees only key 0 (top-left aligned, as torch): not the decode kernel
         got = KF.scaled_dot_product_attention(kiln.tensor(q), kiln.tensor(k), kiln.tensor(v), is_causal=True)
         np.testing.assert_allclose(np.from_dlpack(got)[0, :, 0], v[0, :, 0], rtol=1e-5, atol=1e-6)
+
+
+class LowerRightCausal(unittest.TestCase):
+    def test_query_i_sees_keys_up_to_i_plus_s_minus_l(self):
+        for hq, hkv, d, L, S in [(4, 2, 64, 5, 12), (2, 2, 40, 7, 7), (8, 1, 32, 1, 9), (2, 1, 16, 30, 31)]:
+            q = RNG.standard_normal((1, hq, L, d)).astype(np.float32)
+            k = RNG.standard_normal((1, hkv, S, d)).astype(np.float32)
+            v = RNG.standard_normal((1, hkv, S, d)).astype(np.float32)
+            visible = np.arange(L)[:, None] + (S - L) >= np.arange(S)[None, :]
+            got = KF.scaled_dot_product_attention(kiln.tensor(q), kiln.tensor(k), kiln.tensor(v), is_causal=True,
+                                                  enable_gqa=hq != hkv, causal_variant="lower_right")
+            np.testing.assert_allclose(np.from_dlpack(got), reference(q, k, v, d ** -0.5, visible), rtol=1e-4,
+                                       atol=1e-5, err_msg=f"{hq}/{hkv} d={d} L={L} S={S}")
+
+    def test_bad_input_raises(self):
+        q, kv = kiln.zeros((1, 2, 6, 16)), kiln.zeros((1, 2, 4, 16))
+        with self.assertRaisesRegex(kiln.Error, "6 queries and 4 keys"):
+            KF.scaled_dot_product_attention(q, kv, kv, is_causal=True, causal_variant="lower_right")
+        with self.assertRaisesRegex(kiln.Error, "'upper_left' or 'lower_right', got 'diagonal'"):
+            KF.scaled_dot_product_attention(q, kv, kv, is_causal=True, causal_variant="diagonal")
 
 
 if __name__ == "__main__":

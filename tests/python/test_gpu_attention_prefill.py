@@ -25,6 +25,24 @@ class AttentionPrefill(TorchParityBase):
                 for causal in (False, True):
                     self.check(q, kk, v, causal, gqa=hq != hkv, msg=f"{dt} {b}x{hq}/{hkv} d={d} L={L} S={S} causal={causal}")
 
+    def test_lower_right_causal_for_a_chunk_after_cached_context(self):
+        F = torch.nn.functional
+        for dt in (torch.float16, torch.bfloat16):
+            # (q heads, kv heads, head dim, queries, keys): the kernel's dims, ragged tiles, L = 1, L = S; d32 and
+            # float32 take the math path
+            for hq, hkv, d, L, S, dtype in [(16, 16, 40, 300, 1000, dt), (8, 2, 64, 129, 400, dt),
+                                            (4, 4, 80, 65, 200, dt), (8, 1, 128, 257, 300, dt), (4, 2, 128, 1, 50, dt),
+                                            (2, 2, 64, 100, 100, dt), (2, 2, 32, 40, 90, dt),
+                                            (2, 1, 64, 40, 90, torch.float32)]:
+                q = torch.randn(1, hq, L, d, device=DEV, dtype=dtype)
+                kk, v = (torch.randn(1, hkv, S, d, device=DEV, dtype=dtype) for _ in range(2))
+                visible = torch.ones(L, S, device=DEV, dtype=torch.bool).tril(S - L)
+                ref = F.scaled_dot_product_attention(q.float(), kk.float(), v.float(), attn_mask=visible,
+                                                     enable_gqa=hq != hkv).to(dtype)
+                got = KF.scaled_dot_product_attention(k(q), k(kk), k(v), is_causal=True, enable_gqa=hq != hkv,
+                                                      causal_variant="lower_right")
+                self.assertSame(got, ref, rtol=2e-2, atol=2e-2, msg=f"{dtype} {hq}/{hkv} d={d} L={L} S={S}")
+
     def test_strided_layouts_and_scale(self):
         # q, k, v as slices of a [B, L, 3, H, D] projection, transposed to [B, H, L, D]: row stride 3*H*D
         qkv = torch.randn(2, 150, 3, 8, 64, device=DEV, dtype=torch.bfloat16)
