@@ -316,16 +316,41 @@ __device__ __forceinline__ bool tile_block_chunk(const int32_t* __restrict__ off
   return find_group_chunk(offs, G, rows, kTileRows, slot, gc);
 }
 
+// Eight fp8 e4m3fn weights -> eight T (exact: every e4m3 value is a bfloat16 and
+// a float16), in the order of the 16-byte chunk of T they stand in for.
+template <class T>
+__device__ __forceinline__ uint4 widen_fp8x8(uint2 v) {
+  uint32_t w[4];
+  const uint16_t* pairs = reinterpret_cast<const uint16_t*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    uint32_t h2;
+    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h2) : "h"(pairs[i]));
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h2));
+      w[i] = pack2<T>(f.x, f.y);
+    } else {
+      w[i] = h2;
+    }
+  }
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
 // One 64-byte k slice of a block's tile from shared memory, where rows of a and
 // b lie densely (4 chunks a row): the warp's NTW column tiles of b against the
-// first mtiles 16-row tiles of a.
-template <class T, int NTW>
-__device__ __forceinline__ void mma_tile_slice(float (&c)[4][NTW][4], const uint4* sa, const uint4* sb, int warp,
+// first mtiles 16-row tiles of a. fp8 weights W lie 32 bytes a row (the same k),
+// widened to T as they are read.
+template <class T, int NTW, class W = T>
+__device__ __forceinline__ void mma_tile_slice(float (&c)[4][NTW][4], const uint4* sa, const void* sb, int warp,
                                                int mtiles) {
   const int g = (threadIdx.x % 32) / 4, t = threadIdx.x % 4;
   uint4 bv[NTW];
 #pragma unroll
-  for (int n = 0; n < NTW; ++n) bv[n] = sb[(warp * NTW * 8 + n * 8 + g) * 4 + t];
+  for (int n = 0; n < NTW; ++n) {
+    const int at = (warp * NTW * 8 + n * 8 + g) * 4 + t;
+    if constexpr (std::is_same_v<W, T>) bv[n] = static_cast<const uint4*>(sb)[at];
+    else bv[n] = widen_fp8x8<T>(static_cast<const uint2*>(sb)[at]);
+  }
 #pragma unroll
   for (int m = 0; m < 4; ++m) {
     if (m >= mtiles) break;
@@ -430,15 +455,18 @@ void launch_grouped_tile(const GroupedMmArgs& s) {
 // spends instructions on addresses, and no barrier holds all warps together.
 // Boxes land densely (64-byte rows), which is the layout the cp.async kernel
 // reads. Rows and k outside the tensors read as zeros; rows of a that belong to
-// the next group feed only outputs that are never stored.
-template <class T, class O, int TW, int NTW, int SUB, int ST>
+// the next group feed only outputs that are never stored. fp8 weights W come in
+// as boxes of the same k (32 bytes a row, half the bytes) and are widened to T
+// in registers: no dequantised copy of the experts.
+template <class T, class W, class O, int TW, int NTW, int SUB, int ST>
 __global__ void __launch_bounds__((TW + 1) * 32)
     grouped_tma_kernel(const __grid_constant__ CUtensorMap map_a, const __grid_constant__ CUtensorMap map_b,
                        int64_t rows, int64_t N, int64_t K, const int32_t* __restrict__ offs, int G,
                        O* __restrict__ out, int64_t ldo, ColumnScale scale) {
 #if __CUDA_ARCH__ >= 900
   constexpr int kTileCols = TW * NTW * 8, kSliceElems = 64 / sizeof(T);
-  constexpr uint32_t kABytes = kTileRows * 64, kBBytes = kTileCols * 64, kStageBytes = SUB * (kABytes + kBBytes);
+  constexpr uint32_t kABytes = kTileRows * 64, kBBytes = kTileCols * kSliceElems * sizeof(W),
+                     kStageBytes = SUB * (kABytes + kBBytes);
   extern __shared__ __align__(128) unsigned char tma_smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(tma_smem + ST * kStageBytes);
   uint64_t* empty = full + ST;
@@ -486,7 +514,7 @@ __global__ void __launch_bounds__((TW + 1) * 32)
       if (u >= subs) break;
       const uint4* sa = stage + u * (kABytes / 16);
       const uint4* sb = stage + SUB * (kABytes / 16) + u * (kBBytes / 16);
-      mma_tile_slice<T, NTW>(c, sa, sb, warp, mtiles);
+      mma_tile_slice<T, NTW, W>(c, sa, sb, warp, mtiles);
     }
     __syncwarp();
     if (lane == 0) mbar_arrive(&empty[st]);
@@ -499,34 +527,34 @@ __global__ void __launch_bounds__((TW + 1) * 32)
 
 // Whether a and b can be described by tensor maps (Hopper, 16-byte aligned rows).
 bool fits_tma(const GroupedMmArgs& s) {
-  const uint64_t isz = s.a.itemsize();
+  const uint64_t isz = s.a.itemsize(), bsz = s.b.itemsize();
   const uint64_t sa[1] = {static_cast<uint64_t>(s.a.stride(0)) * isz};
-  const uint64_t sb[2] = {static_cast<uint64_t>(s.b.stride(2)) * isz, static_cast<uint64_t>(s.b.stride(0)) * isz};
+  const uint64_t sb[2] = {static_cast<uint64_t>(s.b.stride(2)) * bsz, static_cast<uint64_t>(s.b.stride(0)) * bsz};
   // == 90: only the sm_90a build has the kernel; other cards run the compute_80 PTX
   return device_arch() == 90 && s.a.size(0) < (int64_t{1} << 31) && s.b.size(0) < (int64_t{1} << 31) &&
          tensor_map_fits(s.a.data_ptr(), 2, sa) && tensor_map_fits(s.b.data_ptr(), 3, sb);
 }
 
-template <class T, class O, int TW, int NTW, int SUB, int ST>
+template <class T, class W, class O, int TW, int NTW, int SUB, int ST>
 void launch_grouped_tma(const GroupedMmArgs& s) {
   const int64_t rows = s.a.size(0), K = s.a.size(1), N = s.b.size(2);
   const int G = static_cast<int>(s.offs.size(0));
   constexpr int kTileCols = TW * NTW * 8;
-  const bool bf16 = std::is_same_v<T, BFloat16>;
-  const uint64_t isz = sizeof(T);
+  const uint64_t isz = sizeof(T), bsz = sizeof(W);
   const uint64_t a_dims[2] = {static_cast<uint64_t>(K), static_cast<uint64_t>(rows)};
   const uint64_t a_strides[1] = {static_cast<uint64_t>(s.a.stride(0)) * isz};
   const uint32_t a_box[2] = {64 / sizeof(T), kTileRows};
   const uint64_t b_dims[3] = {static_cast<uint64_t>(K), static_cast<uint64_t>(N), static_cast<uint64_t>(G)};
-  const uint64_t b_strides[2] = {static_cast<uint64_t>(s.b.stride(2)) * isz, static_cast<uint64_t>(s.b.stride(0)) * isz};
-  const uint32_t b_box[3] = {64 / sizeof(T), kTileCols, 1};
-  const CUtensorMap map_a = tensor_map_16bit(bf16, 2, s.a.data_ptr(), a_dims, a_strides, a_box);
-  const CUtensorMap map_b = tensor_map_16bit(bf16, 3, s.b.data_ptr(), b_dims, b_strides, b_box);
+  const uint64_t b_strides[2] = {static_cast<uint64_t>(s.b.stride(2)) * bsz, static_cast<uint64_t>(s.b.stride(0)) * bsz};
+  const uint32_t b_box[3] = {64 / sizeof(T), kTileCols, 1};  // the same k as a's box
+  const CUtensorMap map_a = tensor_map(s.a.dtype(), 2, s.a.data_ptr(), a_dims, a_strides, a_box);
+  const CUtensorMap map_b = tensor_map(s.b.dtype(), 3, s.b.data_ptr(), b_dims, b_strides, b_box);
   const int64_t slots = (rows + kTileRows - 1) / kTileRows + std::min<int64_t>(G, rows);
   const int64_t blocks = std::max<int64_t>(slots, 1) * ((N + kTileCols - 1) / kTileCols);
   KILN_CHECK(blocks < (int64_t{1} << 31), "grouped_mm: ", rows, " rows x ", N, " columns is more tiles than one launch takes");
-  const auto kernel = grouped_tma_kernel<T, O, TW, NTW, SUB, ST>;
-  const size_t smem = static_cast<size_t>(ST) * SUB * (kTileRows + kTileCols) * 64 + 2 * ST * sizeof(uint64_t);
+  const auto kernel = grouped_tma_kernel<T, W, O, TW, NTW, SUB, ST>;
+  const size_t smem = static_cast<size_t>(ST) * SUB * (kTileRows * 64 + kTileCols * 64 / sizeof(T) * sizeof(W)) +
+                      2 * ST * sizeof(uint64_t);
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
   kernel<<<static_cast<unsigned>(blocks), (TW + 1) * 32, smem, current_stream()>>>(
       map_a, map_b, rows, N, K, s.offs.data<int32_t>(), G, s.out.data<O>(), s.out.stride(0), column_scale(s));
@@ -544,7 +572,7 @@ void grouped_rows_mma(const GroupedMmArgs& s) {
   const int64_t rows = s.a.size(0), K = s.a.size(1);
   const int64_t G = s.offs.size(0);
   if (rows > 8 * G) {  // prefill: about a tile of rows per expert
-    if (fits_tma(s)) launch_grouped_tma<T, O, 4, 4, 2, 4>(s);
+    if (fits_tma(s)) launch_grouped_tma<T, T, O, 4, 4, 2, 4>(s);
     else launch_grouped_tile<T, O, 8, 2, 2, 3>(s);
   }
   else if (rows <= G) launch_grouped_gemv<T, T, O>(s);    // decode: a row or none per expert
@@ -625,10 +653,12 @@ __global__ void widen_experts_kernel(const Float8_e4m3fn* __restrict__ b, int64_
 
 template <class T, class O>
 void grouped_mma_fp8(const GroupedMmArgs& s) {
-  if (s.a.size(0) <= s.offs.size(0)) return launch_grouped_gemv<T, Float8_e4m3fn, O>(s);  // decode: reads fp8
-  // Prefill: the experts widened to T once, then the tensor-core tiles with the
-  // scale in their epilogue. TODO(perf): widen inside the tile kernel instead.
-  const int64_t G = s.b.size(0), K = s.b.size(1), N = s.b.size(2);
+  const int64_t rows = s.a.size(0), G = s.offs.size(0);
+  if (rows <= G) return launch_grouped_gemv<T, Float8_e4m3fn, O>(s);  // decode: reads fp8
+  // Prefill on Hopper: the TMA tiles read fp8 and widen it in registers.
+  if (rows > 8 * G && fits_tma(s)) return launch_grouped_tma<T, Float8_e4m3fn, O, 4, 4, 2, 4>(s);
+  // Elsewhere: the experts widened to T once, then the tensor-core tiles with the scale in their epilogue.
+  const int64_t K = s.b.size(1), N = s.b.size(2);
   Tensor wide = Tensor::empty({G, N, K}, s.a.dtype(), s.a.device());
   const int64_t vectors = G * N * K / 16;
   widen_experts_kernel<T><<<grid_all(vectors, 256), 256, 0, current_stream()>>>(

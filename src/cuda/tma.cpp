@@ -31,15 +31,23 @@ bool tensor_map_fits(const void* base, int rank, const uint64_t* strides) {
   return true;
 }
 
-CUtensorMap tensor_map_16bit(bool bf16, int rank, const void* base, const uint64_t* dims, const uint64_t* strides,
-                             const uint32_t* box) {
+CUtensorMap tensor_map(DType dtype, int rank, const void* base, const uint64_t* dims, const uint64_t* strides,
+                       const uint32_t* box) {
   KILN_CHECK(rank >= 2 && rank <= 3, "tensor map: rank ", rank, " (2 or 3 supported)");
   KILN_CHECK(tensor_map_fits(base, rank, strides), "tensor map: base or a stride not a multiple of 16 bytes (stride 1 = ",
              strides[0], " bytes)");
-  KILN_CHECK(box[0] * 2 % 16 == 0 && box[0] <= 256, "tensor map: inner box of ", box[0], " elements");
+  CUtensorMapDataType type;
+  switch (dtype) {
+    case DType::BFloat16: type = CU_TENSOR_MAP_DATA_TYPE_BFLOAT16; break;
+    case DType::Float16: type = CU_TENSOR_MAP_DATA_TYPE_FLOAT16; break;
+    case DType::Float8_e4m3fn: type = CU_TENSOR_MAP_DATA_TYPE_UINT8; break;
+    default: KILN_CHECK(false, "tensor map: dtype ", dtype, " (bfloat16, float16, float8_e4m3fn supported)");
+  }
+  const uint64_t bytes = itemsize(dtype);
+  KILN_CHECK(box[0] * bytes % 16 == 0 && box[0] <= 256, "tensor map: inner box of ", box[0], " elements");
   CUtensorMap map;
   const cuuint32_t ones[3] = {1, 1, 1};
-  const CUresult r = encode_tiled()(&map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+  const CUresult r = encode_tiled()(&map, type,
                                     static_cast<cuuint32_t>(rank), const_cast<void*>(base), dims, strides, box, ones,
                                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
                                     CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);

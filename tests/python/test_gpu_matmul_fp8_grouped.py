@@ -147,7 +147,7 @@ class GroupedMm(TorchParityBase):
 
     def test_fp8_weights(self):
         gen = torch.Generator().manual_seed(2)
-        for tokens in (1, 4, 512):  # top-8 of 128: the matrix-vector kernel, then the dequantised tiles
+        for tokens in (1, 4, 512):  # top-8 of 128: the matrix-vector kernel, then the TMA tiles widening fp8
             experts = torch.stack([torch.randperm(128, generator=gen)[:8] for _ in range(tokens)]).flatten()
             counts = torch.bincount(experts, minlength=128).tolist()
             self.check_fp8(counts, 2048, 1536, msg=f"{tokens} tokens")
@@ -157,6 +157,7 @@ class GroupedMm(TorchParityBase):
         self.check_fp8(few, 256, 48, per_group=True, msg="few rows, per-group scale")
         self.check_fp8([70, 0, 33, 5], 208, 200, msg="prefill tiles, ragged N")
         self.check_fp8([70, 0, 33, 5], 208, 200, out_dtype=torch.float32, per_group=True, msg="prefill, float32 out")
+        self.check_fp8([10, 0, 7, 5], 256, 72, msg="rows between G and 8G: widened once, the rows kernel")
         self.check_fp8([3, 0, 5, 0], 40, 24, weights_kn=True, msg="weights stored [G, K, N]: the plain kernel")
         self.check_fp8([0, 0, 0], 128, 64, msg="zero tokens")
 
