@@ -31,6 +31,26 @@ def reference_route(logits, k, sigmoid=False, bias=None, renormalize=True):
     return w, experts
 
 
+def random_moe_layer(tokens, E, H, I):
+    """x [T, H], router logits [T, E], gate_up [E, 2I, H], down [E, H, I]: float32, scaled to keep SwiGLU tame."""
+    x = RNG.standard_normal((tokens, H)).astype(np.float32)
+    logits = RNG.standard_normal((tokens, E)).astype(np.float32)
+    gate_up = (RNG.standard_normal((E, 2 * I, H)) / 4).astype(np.float32)
+    down = (RNG.standard_normal((E, H, I)) / 5).astype(np.float32)
+    return x, logits, gate_up, down
+
+
+def reference_swiglu_moe(x, logits, k, gate_up, down):
+    """The routed SwiGLU experts, combined, in float64."""
+    wr, er = reference_route(logits, k)
+    ref = np.zeros((x.shape[0], down.shape[1]))
+    for t in range(x.shape[0]):
+        for j in range(k):
+            g, u = np.split(gate_up[er[t, j]].astype(np.float64) @ x[t], 2)
+            ref[t] += wr[t, j] * (down[er[t, j]] @ (g / (1 + np.exp(-g)) * u))
+    return ref
+
+
 def check_permutation(test, r, experts, E):
     ex = np.from_dlpack(r.experts)
     counts = np.bincount(ex.ravel(), minlength=E)
@@ -94,30 +114,18 @@ class Router(unittest.TestCase):
         np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
     def test_swiglu_experts_against_numpy(self):
-        tokens, E, k, H, I = 5, 8, 3, 16, 24
-        x = RNG.standard_normal((tokens, H)).astype(np.float32)
-        logits = RNG.standard_normal((tokens, E)).astype(np.float32)
-        gate_up = (RNG.standard_normal((E, 2 * I, H)) / 4).astype(np.float32)
-        down = (RNG.standard_normal((E, H, I)) / 5).astype(np.float32)
+        k = 3
+        x, logits, gate_up, down = random_moe_layer(tokens=5, E=8, H=16, I=24)
         r = kiln.moe_route(kiln.tensor(logits), k)
         got = np.from_dlpack(kiln.moe_combine(kiln.moe_experts(kiln.tensor(x), kiln.tensor(gate_up),
                                                                kiln.tensor(down), r), r))
-        wr, er = reference_route(logits, k)
-        ref = np.zeros((tokens, H))
-        for t in range(tokens):
-            for j in range(k):
-                g, u = np.split(gate_up[er[t, j]].astype(np.float64) @ x[t], 2)
-                ref[t] += wr[t, j] * (down[er[t, j]] @ (g / (1 + np.exp(-g)) * u))
-        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got, reference_swiglu_moe(x, logits, k, gate_up, down), rtol=1e-4, atol=1e-4)
         with self.assertRaisesRegex(kiln.Error, r"gate_up \[E, 2I, H\] and down \[E, H, I\]"):
             kiln.moe_experts(kiln.tensor(x), kiln.tensor(gate_up), kiln.tensor(down[:, :, :5]), r)
 
     def test_fp8_swiglu_experts_against_numpy(self):
-        tokens, E, k, H, I = 5, 8, 3, 32, 48
-        x = RNG.standard_normal((tokens, H)).astype(np.float32)
-        logits = RNG.standard_normal((tokens, E)).astype(np.float32)
-        gate_up = (RNG.standard_normal((E, 2 * I, H)) / 4).astype(np.float32)
-        down = (RNG.standard_normal((E, H, I)) / 5).astype(np.float32)
+        E, k, H, I = 8, 3, 32, 48
+        x, logits, gate_up, down = random_moe_layer(tokens=5, E=E, H=H, I=I)
         gu8, gu_s = kiln.quantize_fp8_rows(kiln.tensor(gate_up))
         dn8, dn_s = kiln.quantize_fp8_rows(kiln.tensor(down))
         self.assertEqual((gu8.dtype, tuple(gu_s.shape), tuple(dn_s.shape)), (kiln.float8_e4m3fn, (E, 2 * I), (E, H)))
@@ -128,13 +136,7 @@ class Router(unittest.TestCase):
         r = kiln.moe_route(kiln.tensor(logits), k)
         got = np.from_dlpack(kiln.moe_combine(kiln.moe_experts(kiln.tensor(x), gu8, dn8, r, gate_up_scale=gu_s,
                                                                down_scale=dn_s), r))
-        wr, er = reference_route(logits, k)
-        ref = np.zeros((tokens, H))
-        for t in range(tokens):
-            for j in range(k):
-                g, u = np.split(gu_v[er[t, j]] @ x[t], 2)
-                ref[t] += wr[t, j] * (dn_v[er[t, j]] @ (g / (1 + np.exp(-g)) * u))
-        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(got, reference_swiglu_moe(x, logits, k, gu_v, dn_v), rtol=1e-4, atol=1e-4)
         with self.assertRaisesRegex(kiln.Error, "need gate_up_scale and down_scale"):
             kiln.moe_experts(kiln.tensor(x), gu8, dn8, r, gate_up_scale=gu_s)
         with self.assertRaisesRegex(kiln.Error, "only for float8_e4m3fn experts"):
