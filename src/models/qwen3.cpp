@@ -160,8 +160,8 @@ std::pair<Tensor, Tensor> Qwen3Model::moe_norm(const LayerWeights& l, const Tens
                                                const Tensor& next_norm) const {
   const MoeRouting r = moe_route(l.moe.router(h), config_.num_experts_per_tok, RouterScoring::Softmax, std::nullopt,
                                  config_.norm_topk_prob);
-  return moe_combine_rms_norm_residual(moe_experts(h, l.moe.gate_up, l.moe.down, r, l.moe.gate_up_scale, l.moe.down_scale), r, residual, next_norm,
-                                       config_.rms_norm_eps);
+  const Tensor expert_out = moe_experts(h, l.moe.gate_up, l.moe.down, r, l.moe.gate_up_scale, l.moe.down_scale);
+  return moe_combine_rms_norm_residual(expert_out, r, residual, next_norm, config_.rms_norm_eps);
 }
 
 }  // namespace kiln

@@ -74,9 +74,9 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
              " and ", k_in.shape(), ")");
   KILN_CHECK(v_in.size(-2) == S, op, ": k has ", S, " keys but v has ", v_in.size(-2), " (shapes ", k_in.shape(),
              " and ", v_in.shape(), ")");
-  KILN_CHECK(!(is_causal && attn_mask.has_value() && attn_mask->defined()), op,
+  KILN_CHECK(!(is_causal && given(attn_mask)), op,
              ": give attn_mask or is_causal, not both");
-  const bool masked = attn_mask.has_value() && attn_mask->defined();
+  const bool masked = given(attn_mask);
   const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(E)));
   int64_t causal_offset = 0;  // query i sees keys j <= i + causal_offset
   if (is_causal && causal_variant == CausalVariant::LowerRight) {
@@ -112,7 +112,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
     const Tensor rows = arange(L, DType::Int64, q.device()).unsqueeze(1);
     const Tensor cols = arange(S, DType::Int64, q.device()).unsqueeze(0);
     scores = where(ge(add(rows, causal_offset), cols), scores, neg_inf);
-  } else if (attn_mask.has_value() && attn_mask->defined()) {
+  } else if (given(attn_mask)) {
     const Tensor& m = *attn_mask;
     check_same_device(op, q, m);
     const Shape want = broadcast_shapes(m.shape(), scores.shape());

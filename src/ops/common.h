@@ -30,6 +30,9 @@ inline void check_host_range(const char* op, const char* what, const Tensor& t, 
              end_inclusive ? "]" : ")", ", got ", lo < 0 ? lo : hi);
 }
 
+// An optional tensor argument that was passed (present and defined).
+inline bool given(const std::optional<Tensor>& t) { return t.has_value() && t->defined(); }
+
 // grouped_mm's b_scale for a float8_e4m3fn b [G, K, N], checked (float32, a's
 // device; [], [G], [G, 1] or [G, N]) and returned as a [G, N] view.
 Tensor grouped_b_scale(const char* op, const Tensor& a, const Tensor& scale, int64_t G, int64_t N);

@@ -27,9 +27,9 @@ Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>&
   constexpr const char* op = "grouped_mm";
   check_defined(op, a, b);
   check_same_device(op, a, b);
-  KILN_CHECK(!bias.has_value() || !bias->defined(), op, ": bias is not supported (PyTorch's grouped_mm rejects it too)");
+  KILN_CHECK(!given(bias), op, ": bias is not supported (PyTorch's grouped_mm rejects it too)");
   const bool fp8 = b.dtype() == DType::Float8_e4m3fn;
-  const bool has_scale = b_scale.has_value() && b_scale->defined();
+  const bool has_scale = given(b_scale);
   if (fp8) {
     KILN_CHECK(is_compute_float(a.dtype()), op, ": a must be bfloat16, float16 or float32 with a float8_e4m3fn b, got ",
                a.dtype());
@@ -45,7 +45,7 @@ Tensor grouped_mm(const Tensor& a, const Tensor& b, const std::optional<Tensor>&
              ") or float32, got ", od);
   KILN_CHECK((a.dim() == 2 || a.dim() == 3) && (b.dim() == 2 || b.dim() == 3), op,
              ": a and b must be 2-D or 3-D, got shapes ", a.shape(), " and ", b.shape());
-  const bool has_offs = offs.has_value() && offs->defined();
+  const bool has_offs = given(offs);
 
   if (a.dim() == 3 && b.dim() == 3) {
     KILN_CHECK(!has_offs, op, ": offs must be None when a and b are both 3-D");

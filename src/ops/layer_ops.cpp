@@ -17,7 +17,7 @@ std::pair<Tensor, Tensor> rms_norm_impl(const Tensor& x, const Tensor* residual,
   KILN_CHECK(x.dim() >= 1, op, ": input must have at least 1 dimension");
   const int64_t N = x.size(-1), M = N == 0 ? 0 : x.numel() / N;
   Tensor w;
-  if (weight.has_value() && weight->defined()) {
+  if (given(weight)) {
     w = *weight;
     check_same_device(op, x, w);
     KILN_CHECK(w.dim() == 1 && w.size(0) == N && w.dtype() == x.dtype(), op, ": weight must be [", N, "] of ",
@@ -69,7 +69,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const std::opt
   for (int64_t d : normalized_shape) N *= d;
   const int64_t M = N == 0 ? 0 : x.numel() / N;
   auto param = [&](const std::optional<Tensor>& p, const char* what) {
-    if (!p.has_value() || !p->defined()) return Tensor();
+    if (!given(p)) return Tensor();
     check_same_device(op, x, *p);
     KILN_CHECK(p->shape() == normalized_shape && p->dtype() == x.dtype(), op, ": ", what, " must be ",
                normalized_shape, " of ", x.dtype(), ", got ", p->dtype(), " ", p->shape());

@@ -55,7 +55,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
              " must equal the input's (", dtype_name(x.dtype()), ") or be float8_e4m3fn");
   Tensor scale;
   if (fp8) {
-    KILN_CHECK(weight_scale.has_value() && weight_scale->defined(),
+    KILN_CHECK(given(weight_scale),
                "linear: a float8_e4m3fn weight needs weight_scale (its float32 dequantisation scale)");
     scale = *weight_scale;
     check_same_device("linear", x, scale);
@@ -67,11 +67,11 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
                N, "] / [", N, ", 1] (per output row)");
     scale = scale.reshape({scale.numel()}).contiguous();
   } else {
-    KILN_CHECK(!weight_scale.has_value() || !weight_scale->defined(), "linear: weight_scale is only for float8_e4m3fn "
+    KILN_CHECK(!given(weight_scale), "linear: weight_scale is only for float8_e4m3fn "
                "weights, the weight is ", dtype_name(weight.dtype()));
   }
   Tensor b;
-  if (bias.has_value() && bias->defined()) {
+  if (given(bias)) {
     b = *bias;
     check_same_device("linear", x, b);
     KILN_CHECK(b.dtype() == x.dtype(), "linear: bias dtype ", dtype_name(b.dtype()), " must equal the input's (",

@@ -47,7 +47,7 @@ MoeRouting moe_route(const Tensor& logits, int64_t k, RouterScoring scoring, con
              "] for ", E, " experts");
   MoeRouteArgs a;
   a.logits = logits.contiguous();
-  if (bias.has_value() && bias->defined()) {
+  if (given(bias)) {
     a.bias = *bias;
     check_same_device(op, logits, a.bias);
     KILN_CHECK(a.bias.dtype() == DType::Float32 && a.bias.dim() == 1 && a.bias.size(0) == E, op,
@@ -136,11 +136,9 @@ Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, c
              op, ": x [T, H], gate_up [E, 2I, H] and down [E, H, I] of x's dtype (or both float8_e4m3fn) expected, "
              "got ", x.dtype(), " ", x.shape(), ", ", gate_up.dtype(), " ", gate_up.shape(), " and ", down.dtype(),
              " ", down.shape());
-  const bool has_scales = gate_up_scale.has_value() && gate_up_scale->defined() && down_scale.has_value() &&
-                          down_scale->defined();
-  const bool any_scale = (gate_up_scale.has_value() && gate_up_scale->defined()) ||
-                         (down_scale.has_value() && down_scale->defined());
-  KILN_CHECK(fp8 ? has_scales : !any_scale, op, fp8 ? ": float8_e4m3fn experts need gate_up_scale and down_scale"
+  const bool both_scales = given(gate_up_scale) && given(down_scale);
+  const bool any_scale = given(gate_up_scale) || given(down_scale);
+  KILN_CHECK(fp8 ? both_scales : !any_scale, op, fp8 ? ": float8_e4m3fn experts need gate_up_scale and down_scale"
                                                     : ": gate_up_scale and down_scale are only for float8_e4m3fn experts");
   KILN_CHECK(r.offs.defined() && r.offs.dim() == 1 && r.offs.size(0) == gate_up.size(0) &&
                  r.token_of.dtype() == DType::Int32 && r.token_of.dim() == 1,

@@ -44,7 +44,7 @@ Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const 
   KILN_CHECK(tensorwise || rowwise, op, ": scales must be both tensorwise (one element each) or rowwise (scale_a [",
              M, ", 1] and scale_b [1, ", N, "]), got ", scale_a.shape(), " and ", scale_b.shape());
   Tensor bias_t;
-  if (bias.has_value() && bias->defined()) {
+  if (given(bias)) {
     bias_t = *bias;
     check_same_device(op, a, bias_t);
     KILN_CHECK(bias_t.dim() == 1 && bias_t.size(0) == N, op, ": bias shape ", bias_t.shape(), " must be [", N, "]");
