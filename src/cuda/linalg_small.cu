@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "cuda/common.h"
+#include "cuda/cp_async.cuh"
 #include "cuda/linalg_small.h"
 
 namespace kiln::cuda_backend {
@@ -166,9 +167,11 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
 // panel the owner lanes publish their rows as they stand to shared memory, lane
 // (q, r) = (l / 8, l % 8) forms x[q][r] from them with the panel's inverted
 // diagonal block (made once, at the start), and every lane takes the rank-4
-// update of its rows still to come. On the H200 the kernel is bound by
-// instruction issue (ncu, 4096 systems of 64: 3.6K instructions a warp against
-// 5.8K for a row-at-a-time substitution). A's triangle comes in as 16-byte loads (vec_a:
+// update of its rows still to come; a slot's rows drop out once the substitution
+// has passed them all (4096 systems of 64, 8 columns, H200: 31.2 -> 29.4 us). On the
+// H200 the kernel is bound by instruction issue (ncu, 4096 systems of 64: 3.6K
+// instructions a warp against 5.8K for a row-at-a-time substitution); two warps a
+// system, four columns each, ran slower (32.4 us). A's triangle comes in as 16-byte loads (vec_a:
 // n / 4 a power of two, 16-byte aligned), B's rows too when vec_b (k % 4 == 0,
 // aligned). X is written apart from B, so B needs no copy.
 template <bool UPPER, bool UNIT, bool TWO_ROWS>
@@ -257,6 +260,8 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
     for (int t = 0; t < 4; ++t) load8(X + (j0 + t) * 8, xv[t]);
 #pragma unroll
     for (int rr = 0; rr < kRows; ++rr) {
+      // the other slot's rows are all solved once the substitution has passed them
+      if (TWO_ROWS && (UPPER ? slot == 0 && rr == 1 : slot == 1 && rr == 0)) continue;
       const int row = lane + 32 * rr;
       const bool later = row < n && (UPPER ? row < j0 : row >= j0 + 4);
       float l[4];
@@ -353,7 +358,11 @@ constexpr int kLuThreads = 32 + 256;
 // A zero pivot is skipped, as getf2 does, and recorded in info. Measured on the
 // H200 and kept simple: a blocked form (8-column panels factored by one warp in
 // registers, rank-8 tile updates) ran slower, 237 against 182 us for 1024
-// complex 64 x 64, as the one-warp panel is serial and its registers spill.
+// complex 64 x 64, as the one-warp panel is serial and its registers spill. So did
+// the matrix in registers (a warp per 8 columns, rows left in place and getf2's
+// order kept as positions): one barrier a column with look-ahead, 248 us, or one
+// per 8-column panel, 238 us; ncu put 64-75% of warp time at the barrier, waiting
+// on the one warp's serial pivot search and scaling.
 template <class T>
 __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restrict__ a, T* __restrict__ lu,
                                                               int32_t* __restrict__ pivots, int32_t* __restrict__ info,
@@ -449,34 +458,50 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
 }
 
 // Substitution with a thread per right-hand side column, for n of exactly N (16 or
-// 32; rows 16-byte aligned): the column's N values stay in registers, the loop over
-// rows is unrolled at compile time, and row i of A arrives as float4 loads through
-// the read-only cache, the one row shared by the eight threads (columns) of a system
-// that a warp's quarter holds. Rows from the top for a lower triangle, from the
-// bottom for an upper one; the dot product of a row runs in four partial sums.
+// 32; A 16-byte aligned): the column's N values stay in registers and the loop over
+// rows is unrolled at compile time. A block holds `systems` systems (8 threads a
+// column group each); their triangles arrive first, all at once, as 16-byte
+// cp.async chunks into shared memory (a system's pitch is padded by 16 bytes, so
+// the four systems of a warp read row chunks from distinct banks). Read straight
+// from global memory row by row instead, the loads sat on the substitution's
+// dependent chain: 11.8 against 8.3 us for 4096 systems of 32 with 8 columns on the
+// H200 (16: 5.9 against 4.6). Rows from the top for a lower triangle, from the bottom for an upper one;
+// the dot product of a row runs in four partial sums.
 template <int N, bool UPPER, bool UNIT>
-__global__ void __launch_bounds__(128) column_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
-                                                          float* __restrict__ x, int64_t batch, int k, int groups) {
-  const int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-  const int64_t per_sys = int64_t{groups} * 8;
-  const int64_t sys = g / per_sys;
-  const int c = static_cast<int>(g % per_sys);
-  if (sys >= batch || c >= k) return;
-  const float4* as = reinterpret_cast<const float4*>(a + sys * N * N);
+__global__ void __launch_bounds__(256) column_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
+                                                           float* __restrict__ x, int64_t batch, int k, int groups,
+                                                           int systems) {
+  constexpr int kChunks = N / 4, kPitch = N * kChunks + 1;  // in float4s
+  extern __shared__ float4 column_trsm_smem[];
+  const int per_sys = groups * 8;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * systems;
+  for (int e = threadIdx.x; e < systems * N * kChunks; e += blockDim.x) {
+    const int ls = e / (N * kChunks), i = e / kChunks % N, q = e % kChunks;
+    const bool meets = UPPER ? 4 * q + 3 >= i : 4 * q <= i;
+    if (meets && first + ls < batch)
+      cp_async16(column_trsm_smem + ls * kPitch + i * kChunks + q, a + (first + ls) * N * N + i * N + 4 * q, true);
+  }
+  cp_async_commit();
+  const int ls = threadIdx.x / per_sys, c = threadIdx.x % per_sys;
+  const int64_t sys = first + ls;
+  const bool solves = ls < systems && sys < batch && c < k;
   const float* bs = bsrc + sys * N * k + c;
   float v[N];
 #pragma unroll
-  for (int i = 0; i < N; ++i) v[i] = bs[i * k];
+  for (int i = 0; i < N; ++i) v[i] = solves ? bs[i * k] : 0.0f;  // in flight with the triangles
+  cp_async_wait<0>();
+  __syncthreads();
+  if (!solves) return;
+  const float4* as = column_trsm_smem + ls * kPitch;
 #pragma unroll
   for (int ii = 0; ii < N; ++ii) {
     const int i = UPPER ? N - 1 - ii : ii;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     float diag = 1.0f;
-    constexpr int kChunks = N / 4;
 #pragma unroll
     for (int q = 0; q < kChunks; ++q) {
       if (UPPER ? 4 * q + 3 < i : 4 * q > i) continue;  // the chunk misses the triangle (known at compile time)
-      const float4 r = __ldg(as + i * kChunks + q);
+      const float4 r = as[i * kChunks + q];
       const float e[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
@@ -495,16 +520,22 @@ __global__ void __launch_bounds__(128) column_trsm_kernel(const float* __restric
   for (int i = 0; i < N; ++i) xs[i * k] = v[i];
 }
 
+// The largest k the column kernel takes (a block holds all of one system's columns).
+constexpr int kColumnTrsmMaxK = 256;
+
 template <int N>
 void launch_column_trsm(const Tensor& a, const Tensor& b, const Tensor& x, bool upper, bool unit) {
   const int64_t batch = a.size(0);
-  const int k = static_cast<int>(x.size(2)), groups = (k + 7) / 8;
-  const int64_t threads = batch * groups * 8;
-  const unsigned grid = static_cast<unsigned>((threads + 127) / 128);
-  using Kernel = void (*)(const float*, const float*, float*, int64_t, int, int);
+  const int k = static_cast<int>(x.size(2)), groups = (k + 7) / 8, per_sys = groups * 8;
+  const int systems = per_sys >= 128 ? 1 : 128 / per_sys;
+  const unsigned grid = static_cast<unsigned>((batch + systems - 1) / systems);
+  const size_t smem = static_cast<size_t>(systems) * (N * N / 4 + 1) * 16;
+  using Kernel = void (*)(const float*, const float*, float*, int64_t, int, int, int);
   const Kernel kernel = upper ? (unit ? column_trsm_kernel<N, true, true> : column_trsm_kernel<N, true, false>)
                               : (unit ? column_trsm_kernel<N, false, true> : column_trsm_kernel<N, false, false>);
-  kernel<<<grid, 128, 0, current_stream()>>>(a.data<float>(), b.data<float>(), x.data<float>(), batch, k, groups);
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
+  kernel<<<grid, systems * per_sys, smem, current_stream()>>>(a.data<float>(), b.data<float>(), x.data<float>(), batch,
+                                                              k, groups, systems);
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -515,10 +546,11 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
   const int n = static_cast<int>(a.size(1)), k = static_cast<int>(x.size(2));
   KILN_CHECK(n >= 1 && n <= 64, "small_triangular_solve: n must be 1 to 64, got ", n);
   if (batch == 0 || k == 0) return;
-  // a thread per column for 16 and 32; at 64 its 2080 row loads a thread make it
-  // twice the warp kernel's time (H200, 4096 systems, 8 columns: 16: 5.9 against
-  // 9.6 us, 32: 11.8 against 12.2, 64: 63.0 against 30.9)
-  if (aligned16(a.data_ptr())) {
+  // a thread per column for 16 and 32; at 64 its 2080 row loads a thread made it
+  // twice the warp kernel's time (H200, 4096 systems, 8 columns, before the column
+  // kernel staged A in shared memory: 16: 5.9 against 9.6 us, 32: 11.8 against
+  // 12.2, 64: 63.0 against 30.9)
+  if (aligned16(a.data_ptr()) && k <= kColumnTrsmMaxK) {
     if (n == 16) return launch_column_trsm<16>(a, b, x, upper, unit);
     if (n == 32) return launch_column_trsm<32>(a, b, x, upper, unit);
   }

@@ -94,9 +94,21 @@ class LinalgAgainstTorch(unittest.TestCase):
         Pm = torch.eye(9, device=DEV)[torch.randperm(9, device=DEV)]
         LU, piv, _ = kiln.linalg.lu_factor_ex(k(Pm))
         self.assertTrue(torch.equal(T(piv).cpu(), torch.linalg.lu_factor_ex(Pm.cpu()).pivots))
+        # ties: the first column's entries all of one magnitude (|re| + |im| for complex), so
+        # the pivot is the first in getf2's order after the swaps, not the first physical row
+        for dt, ones in ((torch.float32, [1.0, -1.0]), (torch.complex64, [1 + 1j, -2j, 2.0, 1 - 1j])):
+            A = torch.randn(16, 64, 64, dtype=dt, device=DEV)
+            sign = torch.tensor(ones, dtype=dt, device=DEV)
+            A[:, :, 0] = sign[torch.randint(0, len(ones), (16, 64), device=DEV)]
+            A[:, :, 1] = A[:, :, 0]  # and a second column equal to it: a zero pivot at step 2
+            LU, piv, info = kiln.linalg.lu_factor_ex(k(A))
+            tLU, tpiv, tinfo = torch.linalg.lu_factor_ex(A.cpu())
+            self.assertTrue(torch.equal(T(piv).cpu()[:, :2], tpiv[:, :2]), f"{dt}")
+            self.assertEqual(T(info).cpu().tolist(), tinfo.tolist())
+            self.assertEqual(T(info).cpu().tolist(), [2] * 16)
 
     def test_small_triangular_solves_on_cuda_match_torch(self):
-        for n, kk in [(64, 8), (32, 8), (16, 8), (5, 1), (40, 13), (1, 3), (64, 16), (32, 4), (63, 9)]:
+        for n, kk in [(64, 8), (32, 8), (16, 8), (5, 1), (40, 13), (1, 3), (64, 16), (32, 4), (63, 9), (16, 40), (32, 260)]:
             for upper in (True, False):
                 for unit in (False, True):
                     A = torch.randn(3, 50, n, n, device=DEV) / n ** 0.5 + 2 * torch.eye(n, device=DEV)
