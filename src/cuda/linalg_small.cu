@@ -168,12 +168,12 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
 // (q, r) = (l / 8, l % 8) forms x[q][r] from them with the panel's inverted
 // diagonal block (made once, at the start), and every lane takes the rank-4
 // update of its rows still to come; a slot's rows drop out once the substitution
-// has passed them all (4096 systems of 64, 8 columns, H200: 31.2 -> 29.4 us). On the
-// H200 the kernel is bound by instruction issue (ncu, 4096 systems of 64: 3.6K
+// has passed them all (4096 systems of 64, 8 columns, H200: 31.2 -> 29.4 us). On
+// the H200 the kernel is bound by instruction issue (ncu, 4096 systems of 64: 3.6K
 // instructions a warp against 5.8K for a row-at-a-time substitution); two warps a
-// system, four columns each, ran slower (32.4 us). A's triangle comes in as 16-byte loads (vec_a:
-// n / 4 a power of two, 16-byte aligned), B's rows too when vec_b (k % 4 == 0,
-// aligned). X is written apart from B, so B needs no copy.
+// system, four columns each, ran slower (32.4 us). A's triangle comes in as
+// 16-byte loads (vec_a: n / 4 a power of two, 16-byte aligned), B's rows too when
+// vec_b (k % 4 == 0, aligned). X is written apart from B, so B needs no copy.
 template <bool UPPER, bool UNIT, bool TWO_ROWS>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                         float* __restrict__ x, int n, int k, bool vec_a, bool vec_b) {
@@ -464,9 +464,9 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
 // cp.async chunks into shared memory (a system's pitch is padded by 16 bytes, so
 // the four systems of a warp read row chunks from distinct banks). Read straight
 // from global memory row by row instead, the loads sat on the substitution's
-// dependent chain: 11.8 against 8.3 us for 4096 systems of 32 with 8 columns on the
-// H200 (16: 5.9 against 4.6). Rows from the top for a lower triangle, from the bottom for an upper one;
-// the dot product of a row runs in four partial sums.
+// dependent chain: 11.8 against 8.3 us for 4096 systems of 32 with 8 columns on
+// the H200 (16: 5.9 against 4.6). Rows from the top for a lower triangle, from the
+// bottom for an upper one; the dot product of a row runs in four partial sums.
 template <int N, bool UPPER, bool UNIT>
 __global__ void __launch_bounds__(256) column_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                            float* __restrict__ x, int64_t batch, int k, int groups,

@@ -108,7 +108,9 @@ class LinalgAgainstTorch(unittest.TestCase):
             self.assertEqual(T(info).cpu().tolist(), [2] * 16)
 
     def test_small_triangular_solves_on_cuda_match_torch(self):
-        for n, kk in [(64, 8), (32, 8), (16, 8), (5, 1), (40, 13), (1, 3), (64, 16), (32, 4), (63, 9), (16, 40), (32, 260)]:
+        # (16, 40) and (32, 260): blocks of 3 systems, and past the column kernel's k
+        for n, kk in [(64, 8), (32, 8), (16, 8), (5, 1), (40, 13), (1, 3), (64, 16), (32, 4), (63, 9),
+                      (16, 40), (32, 260)]:
             for upper in (True, False):
                 for unit in (False, True):
                     A = torch.randn(3, 50, n, n, device=DEV) / n ** 0.5 + 2 * torch.eye(n, device=DEV)
