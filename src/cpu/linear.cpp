@@ -6,6 +6,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/dispatch.h"
+#include "cpu/bf16_dot.h"
 #include "cpu/loops.h"
 #include "cpu/simd.h"
 #include "cpu/widen.h"
@@ -33,9 +34,23 @@ inline void prefetch_ahead(const char* row, int64_t bytes, const char* end) {
 template <class X, class W>
 void linear_typed(const LinearArgs& a) {
   const int64_t R = a.x.size(0), K = a.x.size(1), N = a.weight.size(0);
-  // inputs as float32 rows, once
-  std::vector<float> xf(static_cast<size_t>(R * K));
-  for (int64_t r = 0; r < R; ++r) widen(a.x.data<X>() + r * a.x.stride(0), xf.data() + r * K, K);
+  // bfloat16 inputs with bf16 or fp8 weights: products in bf16 (exact) through
+  // AVX512-BF16 where the CPU has it, the inputs copied once (fp8: reordered)
+  constexpr bool bf16_inputs = std::is_same_v<X, BFloat16> && !std::is_same_v<W, float>;
+  const bool use_bf16_dot = bf16_inputs && bf16_dot::available();
+  std::vector<uint16_t> xb(use_bf16_dot ? static_cast<size_t>(R * K) : 0);
+  // otherwise inputs as float32 rows, once
+  std::vector<float> xf(use_bf16_dot ? 0 : static_cast<size_t>(R * K));
+  for (int64_t r = 0; r < R; ++r) {
+    const X* xr = a.x.data<X>() + r * a.x.stride(0);
+    if (!use_bf16_dot) {
+      widen(xr, xf.data() + r * K, K);
+    } else if constexpr (bf16_inputs) {
+      const auto* bits = reinterpret_cast<const uint16_t*>(xr);
+      if constexpr (std::is_same_v<W, Float8_e4m3fn>) bf16_dot::to_e4m3_order(bits, xb.data() + r * K, K);
+      else std::copy(bits, bits + K, xb.data() + r * K);
+    }
+  }
   const W* w = a.weight.data<W>();
   const int64_t ws = a.weight.stride(0);
   const float* scale = a.scale.defined() ? a.scale.data<float>() : nullptr;
@@ -50,7 +65,14 @@ void linear_typed(const LinearArgs& a) {
     const char* const w_end = reinterpret_cast<const char*>(w + (n1 - 1) * ws + K);
     for (int64_t n = n0; n < n1; ++n) {
       prefetch_ahead(reinterpret_cast<const char*>(w + n * ws), K * static_cast<int64_t>(sizeof(W)), w_end);
-      if constexpr (std::is_same_v<W, BFloat16>) {
+      if (use_bf16_dot) {
+        if constexpr (std::is_same_v<W, Float8_e4m3fn>)
+          bf16_dot::dot_rows_e4m3(reinterpret_cast<const uint8_t*>(w + n * ws), xb.data(), static_cast<size_t>(K),
+                                  static_cast<int>(R), static_cast<size_t>(K), acc);
+        else
+          bf16_dot::dot_rows_bf16(reinterpret_cast<const uint16_t*>(w + n * ws), xb.data(), static_cast<size_t>(K),
+                                  static_cast<int>(R), static_cast<size_t>(K), acc);
+      } else if constexpr (std::is_same_v<W, BFloat16>) {
         simd::dot_rows_bf16(reinterpret_cast<const uint16_t*>(w + n * ws), xf.data(), static_cast<size_t>(K),
                             static_cast<int>(R), static_cast<size_t>(K), acc);
       } else if constexpr (std::is_same_v<W, Float8_e4m3fn>) {

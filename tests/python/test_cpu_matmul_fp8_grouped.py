@@ -115,6 +115,44 @@ class Fp8WeightLinear(unittest.TestCase):
             np.testing.assert_allclose(got[:, ~nan_rows], want[:, ~nan_rows], rtol=1e-5,
                                        atol=1e-5 * np.abs(want[:, ~nan_rows]).max(), err_msg=f"rows {rows} k {kk}")
 
+    def test_bf16_inputs_every_code_tails_and_nan_rows(self):
+        # bf16 inputs take the AVX512-BF16 path where the CPU has it (weights decoded in blocks of 64)
+        for rows, kk in [(1, 40), (1, 64), (1, 256), (1, 300), (2, 128), (3, 200), (8, 264)]:
+            codes = RNG.integers(0, 256, size=(20, kk), dtype=np.uint8)
+            codes[:, :min(kk, 256)] = np.arange(256, dtype=np.uint8)[:min(kk, 256)]
+            codes[(codes & 0x7F) == 0x7F] = 0x81  # the smallest negative subnormal
+            codes[5, kk - 1] = 0x7F  # a NaN in the tail (or the last block)
+            codes[9, 3] = 0xFF  # a NaN in the first block
+            w = kiln.from_dlpack(codes).view(kiln.float8_e4m3fn)
+            scale = RNG.random(20).astype(np.float32) + 0.5
+            xb, xv = bf16_rows(RNG.standard_normal((rows, kk)).astype(np.float32))
+            got = np.from_dlpack(KF.linear(xb, w, weight_scale=kiln.tensor(scale)).to(kiln.float32))
+            want = (xv @ DECODE[codes].T) * scale
+            nan_rows = np.isnan(want).any(0)
+            self.assertEqual(list(np.flatnonzero(nan_rows)), [5, 9])
+            self.assertTrue(np.isnan(got[:, nan_rows]).all(), f"rows {rows} k {kk}")
+            # bf16 output: half an ulp of 2^-8, plus float32 sums of exact products
+            np.testing.assert_allclose(got[:, ~nan_rows], want[:, ~nan_rows], rtol=2 ** -8,
+                                       atol=1e-5 * np.abs(want[:, ~nan_rows]).max(), err_msg=f"rows {rows} k {kk}")
+
+    def test_bf16_inputs_and_weights(self):
+        for rows, kk in [(1, 24), (1, 64), (1, 1000), (4, 96), (8, 130)]:
+            xb, xv = bf16_rows(RNG.standard_normal((rows, kk)).astype(np.float32))
+            wb, wv = bf16_rows(RNG.standard_normal((33, kk)).astype(np.float32))
+            got = np.from_dlpack(KF.linear(xb, wb).to(kiln.float32))
+            want = xv @ wv.T
+            np.testing.assert_allclose(got, want, rtol=2 ** -8, atol=1e-5 * np.abs(want).max(),
+                                       err_msg=f"rows {rows} k {kk}")
+
+
+def bf16_rows(x):
+    """(kiln bfloat16 tensor, its float64 values): x rounded to bfloat16 in numpy (nearest even)."""
+    u = x.astype(np.float32).view(np.uint32).astype(np.uint64)
+    b = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+    values = (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return kiln.from_dlpack(b).view(kiln.bfloat16), values
+
+
 class GroupedMm(unittest.TestCase):
     def test_2d_3d_with_empty_groups(self):
         counts = [3, 0, 5, 0, 1, 0]
