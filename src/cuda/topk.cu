@@ -11,30 +11,11 @@
 #include "core/backend.h"
 #include "core/dispatch.h"
 #include "cuda/map.cuh"
+#include "cuda/rank_key.cuh"
 
 namespace kiln::cuda_backend {
 
 namespace {
-
-using RankKey = unsigned long long;  // 0: padding, ranks after every element
-
-__device__ __forceinline__ RankKey rank_key(float v, uint32_t index, bool largest) {
-  uint32_t bits = __float_as_uint(v + 0.0f);  // -0 + 0 = +0
-  bits = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;  // monotonic in v
-  if (isnan(v)) bits = 0xffffffffu;
-  if (!largest) bits = ~bits;
-  return (static_cast<RankKey>(bits) << 32) | static_cast<uint32_t>(~index);
-}
-
-__device__ __forceinline__ uint32_t key_index(RankKey key) { return ~static_cast<uint32_t>(key); }
-__device__ __forceinline__ RankKey key_max(RankKey a, RankKey b) { return a > b ? a : b; }
-__device__ __forceinline__ RankKey key_min(RankKey a, RankKey b) { return a < b ? a : b; }
-
-__device__ __forceinline__ RankKey warp_max(RankKey key) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) key = key_max(key, __shfl_xor_sync(0xffffffffu, key, o));
-  return key;
-}
 
 // A warp per row, k <= 8; lane l holds elements l, l + 32, ... (P of them).
 template <class T, int P>
@@ -52,10 +33,7 @@ __global__ void __launch_bounds__(256) topk_warp_kernel(int64_t M, int64_t N, in
   }
   RankKey prev = ~0ull;
   for (int64_t j = 0; j < K; ++j) {
-    RankKey best = 0;
-#pragma unroll
-    for (int p = 0; p < P; ++p) best = key[p] < prev ? key_max(best, key[p]) : best;
-    best = warp_max(best);
+    const RankKey best = warp_next_key(key, prev);
     if (lane == 0) {
       const uint32_t i = key_index(best);
       vo[m * K + j] = row[i];
