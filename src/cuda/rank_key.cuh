@@ -16,8 +16,10 @@ using RankKey = unsigned long long;  // 0: padding, ranks after every element
 
 __device__ __forceinline__ RankKey rank_key(float v, uint32_t index, bool largest) {
   uint32_t bits = __float_as_uint(v + 0.0f);  // -0 + 0 = +0
-  bits = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;  // monotonic in v
-  if (isnan(v)) bits = 0xffffffffu;
+  bits = (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;  // monotonic in v (+inf: 0xff800000)
+  // NaN above +inf, but not 0xffffffff: a NaN at index 0 would then be ~0, the bound
+  // "nothing picked yet" that the first pass of a top-k picks below
+  if (isnan(v)) bits = 0xfffffffeu;
   if (!largest) bits = ~bits;
   return (static_cast<RankKey>(bits) << 32) | static_cast<uint32_t>(~index);
 }

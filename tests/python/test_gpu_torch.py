@@ -400,6 +400,14 @@ class TorchParity(TorchParityBase):
         tv, ti = torch.topk(x, 5)
         self.assertSame(v, tv)
         self.assertSame(i, ti)
+        # a NaN at index 0 ranks first (the k-pass warp kernel and the long-row block kernel)
+        for n, kk in [(50, 5), (128, 8), (5000, 4)]:
+            x = torch.randn(3, n, device=DEV)
+            x[:, 0] = float("nan")
+            v, i = kiln.topk(k(x), kk)
+            tv, ti = torch.topk(x, kk)
+            self.assertSame(v, tv, msg=f"n={n} k={kk}")
+            self.assertSame(i, ti, msg=f"n={n} k={kk}")
 
 
 if __name__ == "__main__":
