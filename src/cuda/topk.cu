@@ -1,13 +1,12 @@
 // CUDA topk over contiguous rows [M, N], float dtypes.
 //
 // The total order is (value, NaN highest, -0 equal to +0; then lower index).
-// Every element becomes one 64-bit rank key, larger = ranks first: the value's
-// bits made monotonic (and complemented for smallest-k) above the complemented
-// index, so a comparison is one integer compare. Rows up to 1024 (MoE router
-// logits: 8..512 experts) sit in a warp's registers: k <= 8 takes k passes, pass
-// j picking the largest key below pass j-1's pick, so no element needs a "taken"
-// flag and a pass is a few shuffles; larger k bitonic-sorts the row across the
-// warp. Longer rows use a block that re-reads the row (from L2) each pass.
+// Every element becomes one 64-bit rank key (rank_key.cuh), so a comparison is
+// one integer compare. Rows up to 1024 (MoE router logits: 8..512 experts) sit
+// in a warp's registers: k <= 8 takes k passes, pass j picking the largest key
+// below pass j-1's pick, so no element needs a "taken" flag and a pass is a few
+// shuffles; larger k bitonic-sorts the row across the warp. Longer rows use a
+// block that re-reads the row (from L2) each pass.
 #include "core/backend.h"
 #include "core/dispatch.h"
 #include "cuda/map.cuh"
