@@ -310,6 +310,8 @@ void launch_grouped_rows(const GroupedMmArgs& s) {
 // are not loaded: they feed only outputs that are never stored. k past K is
 // loaded as zeros, since it feeds every output.
 constexpr int kTileRows = 64;
+// The TMA kernel's boxes of a: one m-tile of rows (kernel and launcher agree on it).
+constexpr int kABoxRows = 16;
 
 // A tile kernel's block: columns n0 .. n0 + tile_cols of the (group, 64-row chunk)
 // pair of its slot (column blocks fastest in blockIdx.x); slot 0's blocks also zero
@@ -474,7 +476,7 @@ __global__ void __launch_bounds__((TW + 1) * 32)
                        O* __restrict__ out, int64_t ldo, ColumnScale scale) {
 #if __CUDA_ARCH__ >= 900
   constexpr int kTileCols = TW * NTW * 8, kSliceElems = 64 / sizeof(T);
-  constexpr uint32_t kABytes = kTileRows * 64, kABoxBytes = 16 * 64, kBBytes = kTileCols * kSliceElems * sizeof(W),
+  constexpr uint32_t kABytes = kTileRows * 64, kABoxBytes = kABoxRows * 64, kBBytes = kTileCols * kSliceElems * sizeof(W),
                      kStageBytes = SUB * (kABytes + kBBytes);
   extern __shared__ __align__(128) unsigned char tma_smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(tma_smem + ST * kStageBytes);
@@ -509,7 +511,7 @@ __global__ void __launch_bounds__((TW + 1) * 32)
         for (int u = 0; u < subs; ++u) {
           const int k0 = static_cast<int>((s * SUB + u) * kSliceElems);
           for (int m = 0; m < mtiles; ++m)
-            tma_load_2d(stage + u * kABytes + m * kABoxBytes, map_a, k0, static_cast<int>(gc.row0) + m * 16, &full[st]);
+            tma_load_2d(stage + u * kABytes + m * kABoxBytes, map_a, k0, static_cast<int>(gc.row0) + m * kABoxRows, &full[st]);
           tma_load_3d(stage + SUB * kABytes + u * kBBytes, map_b, k0, static_cast<int>(n0), gc.g, &full[st]);
         }
       }
@@ -556,7 +558,7 @@ void launch_grouped_tma(const GroupedMmArgs& s) {
   const uint64_t isz = sizeof(T), bsz = sizeof(W);
   const uint64_t a_dims[2] = {static_cast<uint64_t>(K), static_cast<uint64_t>(rows)};
   const uint64_t a_strides[1] = {static_cast<uint64_t>(s.a.stride(0)) * isz};
-  const uint32_t a_box[2] = {64 / sizeof(T), 16};  // one m-tile
+  const uint32_t a_box[2] = {64 / sizeof(T), kABoxRows};
   const uint64_t b_dims[3] = {static_cast<uint64_t>(K), static_cast<uint64_t>(N), static_cast<uint64_t>(G)};
   const uint64_t b_strides[2] = {static_cast<uint64_t>(s.b.stride(2)) * bsz, static_cast<uint64_t>(s.b.stride(0)) * bsz};
   const uint32_t b_box[3] = {64 / sizeof(T), kTileCols, 1};  // the same k as a's box
@@ -578,11 +580,10 @@ void launch_grouped_tma(const GroupedMmArgs& s) {
 // top-8) 20 us with 4 warps x 4 steps in flight. Prefill (512 tokens): 227 us
 // (217 with a's boxes of one m-tile) for the TMA kernel with 4 consumer warps x
 // 4 column groups, 2 k-steps of 64 B per stage and 4 stages (8 x 2 x 2 x 4: 235
-// us; 8 x 4 x 1 x 4: 233 us); 251 us
-// for the cp.async tile kernel, which serves where TMA cannot (no sm_90, odd
-// strides); PyTorch's CUTLASS grouped GEMM 260 us. Also tried on the TMA kernel:
-// 4 x 4 x 2 x 3 (228 us), x 2 x 6 (255), x 4 x 2 (226), x 1 x 8 (229), 8 x 4 x 1
-// x 4 (234). fp8 weights, the same tiles: 200 us.
+// us; 8 x 4 x 1 x 4: 233 us); 251 us for the cp.async tile kernel, which serves
+// where TMA cannot (no sm_90, odd strides); PyTorch's CUTLASS grouped GEMM 260 us.
+// Also tried on the TMA kernel: 4 x 4 x 2 x 3 (228 us), x 2 x 6 (255), x 4 x 2
+// (226), x 1 x 8 (229), 8 x 4 x 1 x 4 (234). fp8 weights, the same tiles: 200 us.
 template <class T, class O>
 void grouped_rows_mma(const GroupedMmArgs& s) {
   const int64_t rows = s.a.size(0), K = s.a.size(1);
