@@ -35,6 +35,9 @@ namespace {
 // 37.4, 32q/4kv d128 32K 30.6 vs 33.0, ctx 128 5.0 vs 5.9; on the H200 d80 4K 7.5 -> 6.8 us, 32K 29.2 ->
 // 25.6. Splitting the context in clusters of up to 16 blocks merged through distributed shared memory,
 // with no merge kernel, was slower at every context (H100: 4K 8.7-13.0 us, 32K 45-50): too few blocks.
+// Also slower on the H100 (32q/8kv d80, 4K: 8.7 us as kept): the merge done by each head's last block
+// to finish (an atomic counter, no merge kernel) 11.6 us; 2 stages, so 2 blocks fit an SM, 10.5 us;
+// 8 or 24 splits instead of the wave's 16, 9.3 and 8.7 us.
 constexpr int kMmaWarps = 8, kMmaKeys = 16, kStages = 3;  // 2 and 4 stages measured no faster
 
 __device__ __forceinline__ uint32_t transpose8x8(uint32_t x) {

@@ -2,7 +2,6 @@
 // matrix and its inverse live in registers (every index is a compile-time
 // constant after unrolling); rows are swapped by selects, so the pivot is the
 // first largest magnitude in its column, as LAPACK's partial pivoting picks.
-#include <cfloat>
 #include <type_traits>
 
 #include "cuda/common.h"
@@ -174,9 +173,13 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
 // system, four columns each, ran slower (32.4 us). A's triangle comes in as
 // 16-byte loads (vec_a: n / 4 a power of two, 16-byte aligned), B's rows too when
 // vec_b (k % 4 == 0, aligned). X is written apart from B, so B needs no copy.
-template <bool UPPER, bool UNIT, bool TWO_ROWS>
+// NFIX = 64 compiles the commonest size with n fixed, its panel loops unrolled
+// (H100, one run: 33.2 -> 31.3 us; 8 loads in flight a lane instead of 16, at 96
+// registers for 18 or 20 warps an SM: 33.4-33.5, no better).
+template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
-                                                        float* __restrict__ x, int n, int k, bool vec_a, bool vec_b) {
+                                                        float* __restrict__ x, int n_arg, int k, bool vec_a, bool vec_b) {
+  const int n = NFIX ? NFIX : n_arg;
   constexpr int kRows = TWO_ROWS ? 2 : 1;
   extern __shared__ float4 trsm_smem[];
   const int panels = (n + 3) / 4;
@@ -282,12 +285,16 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
     const int kc = k - c0 < 8 ? k - c0 : 8;
     if (c0 > 0) load_b(c0, kc);
     if (!UPPER) {
+#pragma unroll
       for (int p = 0; p < first; ++p) panel(p, Slot0{});
       if constexpr (TWO_ROWS)
+#pragma unroll
         for (int p = 8; p < panels; ++p) panel(p, Slot1{});
     } else {
       if constexpr (TWO_ROWS)
+#pragma unroll
         for (int p = panels - 1; p >= 8; --p) panel(p, Slot1{});
+#pragma unroll
       for (int p = first - 1; p >= 0; --p) panel(p, Slot0{});
     }
 #pragma unroll
@@ -308,153 +315,6 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
     }
     __syncwarp();  // X is read before the next columns overwrite it
   }
-}
-
-// float and complex64 (as float2) arithmetic for the LU kernel, in one shape.
-template <class T>
-struct Field;
-template <>
-struct Field<float> {
-  static __device__ float fms(float acc, float a, float b) { return fmaf(-a, b, acc); }  // acc - a b
-  static __device__ float mul(float a, float b) { return a * b; }
-  static __device__ float div(float a, float b) { return a / b; }
-  static __device__ float recip(float a) { return 1.0f / a; }
-  static __device__ float abs1(float a) { return fabsf(a); }  // what isamax compares
-  static __device__ float modulus(float a) { return fabsf(a); }
-  static __device__ bool is_zero(float a) { return a == 0.0f; }
-};
-template <>
-struct Field<float2> {
-  static __device__ float2 fms(float2 acc, float2 a, float2 b) {
-    return {fmaf(a.y, b.y, fmaf(-a.x, b.x, acc.x)), fmaf(-a.y, b.x, fmaf(-a.x, b.y, acc.y))};
-  }
-  static __device__ float2 mul(float2 a, float2 b) { return {a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x}; }
-  static __device__ float2 div(float2 a, float2 b) {  // Smith's algorithm: no overflow in |b|^2
-    if (fabsf(b.x) >= fabsf(b.y)) {
-      const float r = b.y / b.x, d = b.x + b.y * r;
-      return {(a.x + a.y * r) / d, (a.y - a.x * r) / d};
-    }
-    const float r = b.x / b.y, d = b.y + b.x * r;
-    return {(a.x * r + a.y) / d, (a.y * r - a.x) / d};
-  }
-  static __device__ float2 recip(float2 a) { return div({1.0f, 0.0f}, a); }
-  static __device__ float abs1(float2 a) { return fabsf(a.x) + fabsf(a.y); }  // icamax's |re| + |im|
-  static __device__ float modulus(float2 a) { return hypotf(a.x, a.y); }
-  static __device__ bool is_zero(float2 a) { return a.x == 0.0f && a.y == 0.0f; }
-};
-
-// Warp 0 takes the next column, 8 warps the rest of the trailing matrix.
-constexpr int kLuThreads = 32 + 256;
-
-// Right-looking LU with partial pivoting (LAPACK getf2's order of operations) of
-// one m x n matrix per block, held column-major in shared memory with pitch m + 1
-// (odd, so both the row-major loads and the column reads avoid bank conflicts).
-// Two phases per column j, a barrier after each:
-//  - rows j and p (the pivot) swap, and column j's multipliers are formed;
-//  - the trailing matrix takes its rank-1 update: warp 0 updates column j + 1 and
-//    at once finds its pivot (the first largest |re| + |im|, as i?amax), while the
-//    other warps update columns j + 2.. (thread t on row j + 1 + t % 64, every
-//    fourth column from j + 2 + t / 64), so the pivot search hides behind them.
-// A zero pivot is skipped, as getf2 does, and recorded in info. Measured on the
-// H200 and kept simple: a blocked form (8-column panels factored by one warp in
-// registers, rank-8 tile updates) ran slower, 237 against 182 us for 1024
-// complex 64 x 64, as the one-warp panel is serial and its registers spill. So did
-// the matrix in registers (a warp per 8 columns, rows left in place and getf2's
-// order kept as positions): one barrier a column with look-ahead, 248 us, or one
-// per 8-column panel, 238 us; ncu put 64-75% of warp time at the barrier, waiting
-// on the one warp's serial pivot search and scaling.
-template <class T>
-__global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restrict__ a, T* __restrict__ lu,
-                                                              int32_t* __restrict__ pivots, int32_t* __restrict__ info,
-                                                              int m, int n) {
-  using F = Field<T>;
-  extern __shared__ float2 lu_smem[];  // float2: aligned for either T
-  T* s = reinterpret_cast<T*>(lu_smem);
-  __shared__ int pivot_row;
-  __shared__ T pivot_value, pivot_recip;
-  __shared__ bool pivot_tiny;  // divide rather than multiply by the reciprocal, which would overflow
-  const int ld = m + 1, kmin = m < n ? m : n, t = threadIdx.x, lane = t % 32;
-  const int64_t mat = blockIdx.x;
-  const T* src = a + mat * m * n;
-  for (int e = t; e < m * n; e += kLuThreads) s[(e % n) * ld + e / n] = src[e];
-  __syncthreads();
-  // warp 0: the pivot of column c, from rows c..m-1 (two a lane)
-  const auto find_pivot = [&](int c) {
-    const T* col = s + c * ld;
-    float best = -1.0f;
-    int at = c;
-    for (int r = c + lane; r < m; r += 32) {
-      const float v = F::abs1(col[r]);
-      if (v > best) best = v, at = r;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_down_sync(0xffffffffu, best, o);
-      const int oa = __shfl_down_sync(0xffffffffu, at, o);
-      if (ob > best || (ob == best && oa < at)) best = ob, at = oa;
-    }
-    if (lane == 0) {
-      const T pv = col[at];
-      pivot_row = at;
-      pivot_value = pv;
-      pivot_tiny = F::modulus(pv) < FLT_MIN;  // getf2 multiplies by the reciprocal unless it would overflow
-      if (!F::is_zero(pv)) pivot_recip = F::recip(pv);
-      pivots[mat * kmin + c] = at + 1;
-    }
-  };
-  if (t < 32) find_pivot(0);
-  __syncthreads();
-  int32_t first_zero = 0;
-  for (int j = 0; j < kmin; ++j) {
-    T* col = s + j * ld;
-    const int p = pivot_row;
-    const T pv = pivot_value, recip = pivot_recip;
-    const bool zero = F::is_zero(pv), tiny = pivot_tiny;
-    if (zero) {  // the column below j is zero: nothing to swap, scale or update
-      if (t == 0 && first_zero == 0) first_zero = j + 1;
-    } else {
-      if (t < n && t != j && p != j) {
-        const T x = s[t * ld + j];
-        s[t * ld + j] = s[t * ld + p];
-        s[t * ld + p] = x;
-      }
-      const int i = j + 1 + (t - 64);  // threads 64.. form the multipliers of rows j + 1..
-      if (t >= 64 && i < m) {
-        T x = col[i];
-        if (i == p) x = col[j], col[j] = pv;  // the old row j arrives at row p
-        col[i] = tiny ? F::div(x, pv) : F::mul(x, recip);
-      }
-    }
-    __syncthreads();
-    if (t < 32) {
-      if (j + 1 < n && !zero) {
-        T* next = s + (j + 1) * ld;
-        const T u = next[j];
-        for (int r = j + 1 + lane; r < m; r += 32) next[r] = F::fms(next[r], col[r], u);
-      }
-      __syncwarp();
-      if (j + 1 < kmin) find_pivot(j + 1);
-    } else if (!zero) {
-      const int w = t - 32, row = j + 1 + w % 64;
-      if (row < m) {
-        const T l = col[row];
-        int c = j + 2 + w / 64;
-        // four columns' loads in flight before their stores
-        for (; c + 12 < n; c += 16) {
-          T v[4], u[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) v[q] = s[(c + 4 * q) * ld + row], u[q] = s[(c + 4 * q) * ld + j];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) s[(c + 4 * q) * ld + row] = F::fms(v[q], l, u[q]);
-        }
-        for (; c < n; c += 4) s[c * ld + row] = F::fms(s[c * ld + row], l, s[c * ld + j]);
-      }
-    }
-    __syncthreads();
-  }
-  T* dst = lu + mat * m * n;
-  for (int e = t; e < m * n; e += kLuThreads) dst[e] = s[(e % n) * ld + e / n];
-  if (t == 0) info[mat] = first_zero;
 }
 
 // Substitution with a thread per right-hand side column, for n of exactly N (16 or
@@ -562,7 +422,10 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
     return upper ? (unit ? small_trsm_kernel<true, true, T> : small_trsm_kernel<true, false, T>)
                  : (unit ? small_trsm_kernel<false, true, T> : small_trsm_kernel<false, false, T>);
   };
-  const Kernel kernel = n > 32 ? pick(std::true_type{}) : pick(std::false_type{});
+  Kernel kernel = n > 32 ? pick(std::true_type{}) : pick(std::false_type{});
+  if (n == 64)  // n known at compile time: panel loops unrolled, their indices constants
+    kernel = upper ? (unit ? small_trsm_kernel<true, true, true, 64> : small_trsm_kernel<true, false, true, 64>)
+                   : (unit ? small_trsm_kernel<false, true, true, 64> : small_trsm_kernel<false, false, true, 64>);
   const bool vec_a = n % 4 == 0 && ((n / 4) & (n / 4 - 1)) == 0 && aligned16(a.data_ptr());
   const bool vec_b = k % 4 == 0 && aligned16(b.data_ptr()) && aligned16(x.data_ptr());
   kernel<<<static_cast<unsigned>(batch), 32, smem, current_stream()>>>(a.data<float>(), b.data<float>(), x.data<float>(),
@@ -586,25 +449,6 @@ void small_inverse(const Tensor& out, const Tensor& a, const Tensor& info, const
     case 4: small_inverse_kernel<4><<<grid, kThreads, 0, s>>>(src, dst, inf, flag, batch); break;
     default: KILN_CHECK(false, "small_inverse: n must be 1 to 4, got ", n);
   }
-  KILN_CUDA_CHECK_LAUNCH();
-}
-
-void small_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, const Tensor& info) {
-  const int64_t batch = a.size(0);
-  const int m = static_cast<int>(a.size(1)), n = static_cast<int>(a.size(2));
-  KILN_CHECK(m >= 1 && m <= 64 && n >= 1 && n <= 64, "small_lu_factor: m and n must be 1 to 64, got ", m, " x ", n);
-  if (batch == 0) return;
-  cudaStream_t s = current_stream();
-  const bool complex = a.dtype() == DType::Complex64;
-  const size_t smem = static_cast<size_t>(m + 1) * n * (complex ? 8 : 4);
-  const unsigned grid = static_cast<unsigned>(batch);
-  if (complex)
-    small_lu_kernel<float2><<<grid, kLuThreads, smem, s>>>(static_cast<const float2*>(a.data_ptr()),
-                                                           static_cast<float2*>(lu.data_ptr()),
-                                                           pivots.data<int32_t>(), info.data<int32_t>(), m, n);
-  else
-    small_lu_kernel<float><<<grid, kLuThreads, smem, s>>>(a.data<float>(), lu.data<float>(), pivots.data<int32_t>(),
-                                                          info.data<int32_t>(), m, n);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -20,9 +20,10 @@ void small_inverse(const Tensor& out, const Tensor& a, const Tensor& info, const
 void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, bool upper, bool unit);
 
 // LU with partial pivoting of a [b, m, n] (float32 or complex64 contiguous,
-// 1 <= m, n <= 64) into lu (same shape, may not alias a): a block per matrix in
-// shared memory. pivots [b, min(m, n)] int32 are 1-based as LAPACK's; info [b]
-// int32 is 0 or the 1-based index of the first zero pivot (getrf's info).
+// 1 <= m, n <= 64) into lu (same shape, may not alias a), in linalg_small_lu.cu:
+// float32 past 32 rows or columns with a row a thread in registers, the rest a
+// block per matrix in shared memory. pivots [b, min(m, n)] int32 are 1-based as
+// LAPACK's; info [b] int32 is 0 or the 1-based index of the first zero pivot.
 void small_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, const Tensor& info);
 
 }  // namespace kiln::cuda_backend

@@ -65,7 +65,9 @@ class LinalgAgainstTorch(unittest.TestCase):
 
     def test_small_lu_factor_on_cuda_matches_lapack(self):
         for dt in (torch.float32, torch.complex64):
-            for shape in [(1, 1), (5, 5), (64, 64), (3, 7, 40, 40), (10, 30, 17), (6, 17, 30), (0, 8, 8), (4, 0, 3)]:
+            # up to 32 x 32 the shared-memory kernel, past that the rows-in-registers one
+            for shape in [(1, 1), (5, 5), (64, 64), (3, 7, 40, 40), (10, 30, 17), (6, 17, 30), (0, 8, 8), (4, 0, 3),
+                          (2, 50, 37), (2, 37, 50), (3, 64, 33), (33, 64), (5, 33, 2)]:
                 A = torch.randn(shape, dtype=dt, device=DEV)
                 LU, piv, info = kiln.linalg.lu_factor_ex(k(A))
                 tLU, tpiv, tinfo = torch.linalg.lu_factor_ex(A.cpu())  # LAPACK: pivots by |re| + |im|
@@ -76,20 +78,21 @@ class LinalgAgainstTorch(unittest.TestCase):
                 # and independently of LAPACK: P L U rebuilds A
                 P, L, U = torch.lu_unpack(T(LU), T(piv))
                 torch.testing.assert_close(P @ L @ U, A, rtol=1e-4, atol=1e-4, msg=msg)
-        # zero pivots: getrf's info is the first, and the factorization goes on past it
-        S = torch.randn(5, 12, 12, device=DEV, dtype=torch.complex64)
-        S[1, :, 3] = 0
-        S[3, :, 0] = 0
-        S[3, :, 7] = 0
-        S[4] = 0
-        LU, piv, info = kiln.linalg.lu_factor_ex(k(S))
-        tLU, tpiv, tinfo = torch.linalg.lu_factor_ex(S.cpu())
-        self.assertEqual(T(info).cpu().tolist(), tinfo.tolist())
-        self.assertEqual(T(info).cpu().tolist(), [0, 4, 0, 1, 1])
-        self.assertTrue(torch.equal(T(piv).cpu(), tpiv))
-        torch.testing.assert_close(T(LU).cpu(), tLU, rtol=1e-4, atol=1e-4)
-        with self.assertRaisesRegex(kiln.Error, r"\(batch element 1\) U\[4,4\] is zero"):
-            kiln.linalg.lu_factor(k(S))
+        # zero pivots: getrf's info is the first, and the factorization goes on past it (both kernels)
+        for n in (12, 48):
+            S = torch.randn(5, n, n, device=DEV, dtype=torch.complex64)
+            S[1, :, 3] = 0
+            S[3, :, 0] = 0
+            S[3, :, 7] = 0
+            S[4] = 0
+            LU, piv, info = kiln.linalg.lu_factor_ex(k(S))
+            tLU, tpiv, tinfo = torch.linalg.lu_factor_ex(S.cpu())
+            self.assertEqual(T(info).cpu().tolist(), tinfo.tolist())
+            self.assertEqual(T(info).cpu().tolist(), [0, 4, 0, 1, 1])
+            self.assertTrue(torch.equal(T(piv).cpu(), tpiv))
+            torch.testing.assert_close(T(LU).cpu(), tLU, rtol=1e-4, atol=1e-4)
+            with self.assertRaisesRegex(kiln.Error, r"\(batch element 1\) U\[4,4\] is zero"):
+                kiln.linalg.lu_factor(k(S))
         # a permutation: every pivot is a row swap, with ones found below zeros
         Pm = torch.eye(9, device=DEV)[torch.randperm(9, device=DEV)]
         LU, piv, _ = kiln.linalg.lu_factor_ex(k(Pm))
