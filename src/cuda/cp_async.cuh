@@ -1,6 +1,6 @@
-// Shared-memory staging for the tensor-core kernels (PTX ISA, sm_80+): cp.async
-// copies of 16-byte chunks from global memory, and ldmatrix loads of 8x8 tiles of
-// 16-bit values from shared memory into mma fragments.
+// Shared-memory staging (PTX ISA, sm_80+): cp.async copies of 16-byte chunks (or
+// single floats) from global memory, and ldmatrix loads of 8x8 tiles of 16-bit
+// values from shared memory into mma fragments.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -13,6 +13,11 @@ namespace kiln::cuda_backend {
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(gmem), "r"(valid ? 16 : 0));
+}
+// Copies 4 bytes (both addresses 4-byte aligned), through L1.
+__device__ __forceinline__ void cp_async4(void* smem, const void* gmem) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst), "l"(gmem));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 // Waits until at most N of this thread's committed groups are still in flight.

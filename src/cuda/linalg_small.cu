@@ -173,11 +173,14 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
 // system, four columns each, ran slower (32.4 us). A's triangle comes in as
 // 16-byte loads (vec_a: n / 4 a power of two, 16-byte aligned), B's rows too when
 // vec_b (k % 4 == 0, aligned). X is written apart from B, so B needs no copy.
-// NFIX = 64 compiles the commonest size with n fixed, its panel loops unrolled
-// (H100, one run: 33.2 -> 31.3 us; 8 loads in flight a lane instead of 16, at 96
-// registers for 18 or 20 warps an SM: 33.4-33.5, no better; only the 544 chunks
-// that meet the triangle, all 17 a lane in flight at once, their offsets from a
-// table: 40.5, slower).
+// NFIX = 64 compiles the commonest size with n fixed: its panel loops unrolled,
+// and the triangle copied float by float with cp.async, all of it in flight at
+// once and no registers held (H100, 4096 systems, 8 columns: 33.1 us with n at run
+// time, 31.3 fixed with the 16-byte loads, 28.3 with cp.async; capped at 96
+// registers for 18 warps an SM, 28.6). Also tried on the H100 and not kept: 8 loads
+// in flight a lane instead of 16 at 18 or 20 warps an SM, 33.4-33.5; only the 544
+// 16-byte chunks that meet the triangle, 17 a lane at once, their offsets from a
+// table, 40.5.
 template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                         float* __restrict__ x, int n_arg, int k, bool vec_a, bool vec_b) {
@@ -208,7 +211,20 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
     }
   };
   load_b(0, k < 8 ? k : 8);  // in flight while A's triangle arrives
-  if (vec_a) {
+  if constexpr (NFIX == 64) {
+    // every float of the triangle straight into shared memory (4-byte cp.async, no
+    // registers held), all 2080 in flight at once
+#pragma unroll 4
+    for (int r = 0; r < 64; ++r) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int c = (UPPER ? r : 0) + lane + 32 * h;
+        if (UPPER ? c < 64 : c <= r) cp_async4(tri + row_start<UPPER>(r, 64) + c, as + r * 64 + c);
+      }
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+  } else if (vec_a) {
     // the n / 4 (a power of two) 16-byte chunks of each row that meet the triangle, read
     // by consecutive lanes (coalesced), kBatch of them in flight per lane: measured on
     // the H200, handing each lane whole rows instead (balanced, but one row per lane)
