@@ -159,7 +159,6 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
   if (t == 0) info[mat] = first_zero;
 }
 
-
 // float32 rows in registers, for matrices past 32 rows or columns: thread i of a
 // 64-thread group holds row i of its matrix (zero past m or n; the update's work on
 // zero columns is wasted but harmless), every index a compile-time constant once the
@@ -227,7 +226,8 @@ __global__ void __launch_bounds__(kRegLuRows * MPB, kRegLuMatricesPerSm / MPB)
     const uint32_t first = __reduce_min_sync(0xffffffffu, key == best ? static_cast<uint32_t>(pos) : 0xffffffffu);
     if (key == best && static_cast<uint32_t>(pos) == first) {
 #pragma unroll
-      for (int v = j / 4; v < kVecs; ++v) sh.cand[par][warp][v] = make_float4(r[4 * v], r[4 * v + 1], r[4 * v + 2], r[4 * v + 3]);
+      for (int v = j / 4; v < kVecs; ++v)
+        sh.cand[par][warp][v] = make_float4(r[4 * v], r[4 * v + 1], r[4 * v + 2], r[4 * v + 3]);
       sh.cand_key[par][warp] = best;
       sh.cand_pos[par][warp] = first;
     }
@@ -290,8 +290,8 @@ void small_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, co
   cudaStream_t s = current_stream();
   const bool complex = a.dtype() == DType::Complex64;
   if (!complex && (m > 32 || n > 32))  // rows in registers, two matrices a block (see register_lu_kernel)
-    return launch_register_lu<2>(a.data<float>(), lu.data<float>(), pivots.data<int32_t>(),
-                                        info.data<int32_t>(), batch, m, n);
+    return launch_register_lu<2>(a.data<float>(), lu.data<float>(), pivots.data<int32_t>(), info.data<int32_t>(),
+                                 batch, m, n);
   const size_t smem = static_cast<size_t>(m + 1) * n * (complex ? 8 : 4);
   const unsigned grid = static_cast<unsigned>(batch);
   if (complex)
@@ -303,6 +303,5 @@ void small_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, co
                                                           info.data<int32_t>(), m, n);
   KILN_CUDA_CHECK_LAUNCH();
 }
-
 
 }  // namespace kiln::cuda_backend
