@@ -312,6 +312,7 @@ void launch_grouped_rows(const GroupedMmArgs& s) {
 constexpr int kTileRows = 64;
 // The TMA kernel's boxes of a: one m-tile of rows (kernel and launcher agree on it).
 constexpr int kABoxRows = 16;
+static_assert(kABoxRows == 16, "a box of a is one mma m-tile of rows");
 
 // A tile kernel's block: columns n0 .. n0 + tile_cols of the (group, 64-row chunk)
 // pair of its slot (column blocks fastest in blockIdx.x); slot 0's blocks also zero
@@ -476,8 +477,8 @@ __global__ void __launch_bounds__((TW + 1) * 32)
                        O* __restrict__ out, int64_t ldo, ColumnScale scale) {
 #if __CUDA_ARCH__ >= 900
   constexpr int kTileCols = TW * NTW * 8, kSliceElems = 64 / sizeof(T);
-  constexpr uint32_t kABytes = kTileRows * 64, kABoxBytes = kABoxRows * 64, kBBytes = kTileCols * kSliceElems * sizeof(W),
-                     kStageBytes = SUB * (kABytes + kBBytes);
+  constexpr uint32_t kABytes = kTileRows * 64, kABoxBytes = kABoxRows * 64,
+                     kBBytes = kTileCols * kSliceElems * sizeof(W), kStageBytes = SUB * (kABytes + kBBytes);
   extern __shared__ __align__(128) unsigned char tma_smem[];
   uint64_t* full = reinterpret_cast<uint64_t*>(tma_smem + ST * kStageBytes);
   uint64_t* empty = full + ST;
@@ -494,7 +495,7 @@ __global__ void __launch_bounds__((TW + 1) * 32)
   }
   __syncthreads();
   const int64_t slices = (K + kSliceElems - 1) / kSliceElems, stages = (slices + SUB - 1) / SUB;
-  const int mtiles = (gc.rows + 15) / 16;
+  const int mtiles = (gc.rows + kABoxRows - 1) / kABoxRows;  // m-tiles of 16 rows, one box each
   // a's rows come in boxes of one m-tile, only those that hold rows of the group: a 64-row
   // box read about twice the rows of an expert's 32 (H200, 512 tokens, against 64-row boxes:
   // bf16 227 -> 217 us, fp8 weights 200 -> 186; H100: bf16 unchanged at 95% of copy)
@@ -511,7 +512,8 @@ __global__ void __launch_bounds__((TW + 1) * 32)
         for (int u = 0; u < subs; ++u) {
           const int k0 = static_cast<int>((s * SUB + u) * kSliceElems);
           for (int m = 0; m < mtiles; ++m)
-            tma_load_2d(stage + u * kABytes + m * kABoxBytes, map_a, k0, static_cast<int>(gc.row0) + m * kABoxRows, &full[st]);
+            tma_load_2d(stage + u * kABytes + m * kABoxBytes, map_a, k0, static_cast<int>(gc.row0) + m * kABoxRows,
+                        &full[st]);
           tma_load_3d(stage + SUB * kABytes + u * kBBytes, map_b, k0, static_cast<int>(n0), gc.g, &full[st]);
         }
       }
