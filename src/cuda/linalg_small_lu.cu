@@ -20,10 +20,10 @@ struct Field<float> {
   static __device__ float fms(float acc, float a, float b) { return fmaf(-a, b, acc); }  // acc - a b
   static __device__ float mul(float a, float b) { return a * b; }
   static __device__ float div(float a, float b) { return a / b; }
-  static __device__ float recip(float a) { return 1.0f / a; }
   static __device__ float abs1(float a) { return fabsf(a); }  // what isamax compares
-  static __device__ float modulus(float a) { return fabsf(a); }
   static __device__ bool is_zero(float a) { return a == 0.0f; }
+  static __device__ bool tiny(float a) { return fabsf(a) < FLT_MIN; }  // 1 / a would overflow: divide
+  static __device__ float fast_recip(float a) { return __frcp_rn(a); }
 };
 template <>
 struct Field<float2> {
@@ -39,123 +39,166 @@ struct Field<float2> {
     const float r = b.x / b.y, d = b.y + b.x * r;
     return {(a.x * r + a.y) / d, (a.y * r - a.x) / d};
   }
-  static __device__ float2 recip(float2 a) { return div({1.0f, 0.0f}, a); }
   static __device__ float abs1(float2 a) { return fabsf(a.x) + fabsf(a.y); }  // icamax's |re| + |im|
-  static __device__ float modulus(float2 a) { return hypotf(a.x, a.y); }
   static __device__ bool is_zero(float2 a) { return a.x == 0.0f && a.y == 0.0f; }
+  static __device__ bool tiny(float2 a) {  // |a| < FLT_MIN, with hypot only near the edge
+    return fmaxf(fabsf(a.x), fabsf(a.y)) < FLT_MIN && hypotf(a.x, a.y) < FLT_MIN;
+  }
+  // Smith's reciprocal with two correctly rounded reciprocals in place of divisions
+  static __device__ float2 fast_recip(float2 a) {
+    if (fabsf(a.x) >= fabsf(a.y)) {
+      const float r = a.y * __frcp_rn(a.x), rd = __frcp_rn(a.x + a.y * r);
+      return {rd, -r * rd};
+    }
+    const float r = a.x * __frcp_rn(a.y), rd = __frcp_rn(a.y + a.x * r);
+    return {r * rd, -rd};
+  }
 };
 
-// Warp 0 takes the next column, 8 warps the rest of the trailing matrix.
-constexpr int kLuThreads = 32 + 256;
+// The rank of a pivot candidate: 0 for rows out of the running, 1 for NaN (never
+// chosen over a number, as i?amax's strict comparison never picks it), then the
+// magnitude's bits (non-negative floats order as their bit patterns).
+template <class T>
+__device__ __forceinline__ uint32_t pivot_key(T x, bool live) {
+  const float mag = Field<T>::abs1(x);
+  return !live ? 0u : mag != mag ? 1u : __float_as_uint(mag) + 2u;
+}
+__device__ __forceinline__ float shfl_field(float x, int src) { return __shfl_sync(0xffffffffu, x, src); }
+__device__ __forceinline__ float2 shfl_field(float2 x, int src) {
+  return {__shfl_sync(0xffffffffu, x.x, src), __shfl_sync(0xffffffffu, x.y, src)};
+}
 
 // Right-looking LU with partial pivoting (LAPACK getf2's order of operations) of
-// one m x n matrix per block, held column-major in shared memory with pitch m + 1
-// (odd, so both the row-major loads and the column reads avoid bank conflicts).
-// Two phases per column j, a barrier after each:
-//  - rows j and p (the pivot) swap, and column j's multipliers are formed;
-//  - the trailing matrix takes its rank-1 update: warp 0 updates column j + 1 and
-//    at once finds its pivot (the first largest |re| + |im|, as i?amax), while the
-//    other warps update columns j + 2.. (thread t on row j + 1 + t % 64, every
-//    fourth column from j + 2 + t / 64), so the pivot search hides behind them.
-// A zero pivot is skipped, as getf2 does, and recorded in info. Measured on the
-// H200 and kept simple: a blocked form (8-column panels factored by one warp in
-// registers, rank-8 tile updates) ran slower, 237 against 182 us for 1024
-// complex 64 x 64, as the one-warp panel is serial and its registers spill. So did
-// the matrix in registers (a warp per 8 columns, rows left in place and getf2's
-// order kept as positions): one barrier a column with look-ahead, 248 us, or one
-// per 8-column panel, 238 us; ncu put 64-75% of warp time at the barrier, waiting
-// on the one warp's serial pivot search and scaling.
+// one m x n matrix a block, held column-major in shared memory with pitch 65 (odd,
+// so the row-major loads and the column reads avoid bank conflicts; fixed, so the
+// update's offsets are immediates). Rows never move: getf2's row order is kept as
+// positions (warp 0's lane L holds those of rows L and L + 32; a row swap trades
+// two positions), and the rows are written out in that order at the end. So there
+// is one barrier a column: in the phase of column j,
+//  - warp 0 takes column j + 1 all the way: its rank-1 update from column j, the
+//    pivot (the largest |re| + |im| by a warp reduction, then the first position
+//    among equals, as i?amax), the swap of two positions and the scaling;
+//  - warps 1..6 apply column j's rank-1 update to columns j + 2.., a thread on one
+//    physical row (consecutive rows: no bank conflicts) and every third column.
+// A zero pivot is skipped, as getf2 does, and recorded in info. H100, 1024 complex
+// 64 x 64: 185 us for the kernel this replaced (rows swapped in place, two barriers
+// a column: the swap and scaling, then the update), 152 us with one barrier, 141 us
+// with six update warps instead of eight (six blocks an SM) and a faster
+// reciprocal, 137 us with the fixed pitch. The phase is latency-bound (ncu: 7.7
+// cycles between a warp's instructions; warp 0 busy 73% of the time, the update
+// warps 65%). Tried and slower: the matrix in registers (see register_lu_kernel):
+// fully unrolled, 265 us for complex64 (instruction-cache misses); unrolled over
+// 4-column chunks only, 220 us (every chunk's code runs, predicated); a blocked
+// form with 8-column panels factored by one warp, 237 us.
+constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
+
 template <class T>
 __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restrict__ a, T* __restrict__ lu,
-                                                              int32_t* __restrict__ pivots, int32_t* __restrict__ info,
-                                                              int m, int n) {
+                                                              int32_t* __restrict__ pivots,
+                                                              int32_t* __restrict__ info, int m, int n) {
   using F = Field<T>;
-  extern __shared__ float2 lu_smem[];  // float2: aligned for either T
+  extern __shared__ float2 lu_smem[];
   T* s = reinterpret_cast<T*>(lu_smem);
-  __shared__ int pivot_row;
-  __shared__ T pivot_value, pivot_recip;
-  __shared__ bool pivot_tiny;  // divide rather than multiply by the reciprocal, which would overflow
-  const int ld = m + 1, kmin = m < n ? m : n, t = threadIdx.x, lane = t % 32;
+  __shared__ uint8_t row_at[64];  // position -> physical row, at the end
+  __shared__ int pivot_at[2];     // [column parity]: the physical row that became U's row
+  __shared__ bool pivot_zero[2];
+  constexpr int ld = kLuPitch;
+  const int kmin = m < n ? m : n, t = threadIdx.x, lane = t % 32;
   const int64_t mat = blockIdx.x;
   const T* src = a + mat * m * n;
   for (int e = t; e < m * n; e += kLuThreads) s[(e % n) * ld + e / n] = src[e];
   __syncthreads();
-  // warp 0: the pivot of column c, from rows c..m-1 (two a lane)
-  const auto find_pivot = [&](int c) {
-    const T* col = s + c * ld;
-    float best = -1.0f;
-    int at = c;
-    for (int r = c + lane; r < m; r += 32) {
-      const float v = F::abs1(col[r]);
-      if (v > best) best = v, at = r;
+  // warp 0: lane L holds the positions of physical rows L and L + 32
+  int pos_lo = lane, pos_hi = lane + 32;
+  int32_t first_zero = 0;
+  const auto take_column = [&](int c, int prev) {  // prev: column c - 1's pivot row, -1 for no update
+    T* col = s + c * ld;
+    const T* lcol = s + (c - 1) * ld;
+    const bool live_lo = lane < m && pos_lo >= c, live_hi = lane + 32 < m && pos_hi >= c;
+    T v_lo{}, v_hi{};
+    if (prev >= 0) {
+      const T u = col[prev];
+      if (live_lo) v_lo = F::fms(col[lane], lcol[lane], u);
+      if (live_hi) v_hi = F::fms(col[lane + 32], lcol[lane + 32], u);
+    } else {
+      if (live_lo) v_lo = col[lane];
+      if (live_hi) v_hi = col[lane + 32];
     }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) {
-      const float ob = __shfl_down_sync(0xffffffffu, best, o);
-      const int oa = __shfl_down_sync(0xffffffffu, at, o);
-      if (ob > best || (ob == best && oa < at)) best = ob, at = oa;
+    const uint32_t k_lo = pivot_key(v_lo, live_lo), k_hi = pivot_key(v_hi, live_hi);
+    const bool hi_wins = k_hi > k_lo || (k_hi == k_lo && pos_hi < pos_lo);
+    const uint32_t key = hi_wins ? k_hi : k_lo;
+    const uint32_t tag = hi_wins ? pos_hi * 64 + lane + 32 : pos_lo * 64 + lane;
+    const uint32_t best = __reduce_max_sync(0xffffffffu, key);
+    const uint32_t first = __reduce_min_sync(0xffffffffu, key == best ? tag : 0xffffffffu);
+    const int p = static_cast<int>(first % 64), p_pos = static_cast<int>(first / 64);
+    T pv;
+    {
+      const T lo = shfl_field(v_lo, p % 32), hi = shfl_field(v_hi, p % 32);
+      pv = p < 32 ? lo : hi;
     }
+    const bool zero = F::is_zero(pv);
+    int done = p;  // the row at position c from now on
+    if (!zero) {   // getf2 swaps positions c and p_pos and scales below c
+      if (lane == p) pos_lo = c;
+      else if (pos_lo == c) pos_lo = p_pos;
+      if (lane + 32 == p) pos_hi = c;
+      else if (pos_hi == c) pos_hi = p_pos;
+      if (F::tiny(pv)) {
+        if (live_lo && pos_lo > c) v_lo = F::div(v_lo, pv);
+        if (live_hi && pos_hi > c) v_hi = F::div(v_hi, pv);
+      } else {
+        const T recip = F::fast_recip(pv);
+        if (live_lo && pos_lo > c) v_lo = F::mul(v_lo, recip);
+        if (live_hi && pos_hi > c) v_hi = F::mul(v_hi, recip);
+      }
+    } else {  // no swap: the row already at position c is done
+      done = static_cast<int>(__reduce_min_sync(
+          0xffffffffu, pos_lo == c && lane < m ? lane : pos_hi == c && lane + 32 < m ? lane + 32 : 64));
+      if (lane == 0 && first_zero == 0) first_zero = c + 1;
+    }
+    if (live_lo) col[lane] = v_lo;
+    if (live_hi) col[lane + 32] = v_hi;
     if (lane == 0) {
-      const T pv = col[at];
-      pivot_row = at;
-      pivot_value = pv;
-      pivot_tiny = F::modulus(pv) < FLT_MIN;  // getf2 multiplies by the reciprocal unless it would overflow
-      if (!F::is_zero(pv)) pivot_recip = F::recip(pv);
-      pivots[mat * kmin + c] = at + 1;
+      pivot_at[c & 1] = done;
+      pivot_zero[c & 1] = zero;
+      pivots[mat * kmin + c] = p_pos + 1;
     }
   };
-  if (t < 32) find_pivot(0);
+  if (t < 32) take_column(0, -1);
   __syncthreads();
-  int32_t first_zero = 0;
+  constexpr int G = kLuUpdateWarps / 2;  // column groups of the update threads
+  const int row = (t - 32) % 64;       // update threads: the physical row
+  bool live = t >= 32 && row < m;
   for (int j = 0; j < kmin; ++j) {
-    T* col = s + j * ld;
-    const int p = pivot_row;
-    const T pv = pivot_value, recip = pivot_recip;
-    const bool zero = F::is_zero(pv), tiny = pivot_tiny;
-    if (zero) {  // the column below j is zero: nothing to swap, scale or update
-      if (t == 0 && first_zero == 0) first_zero = j + 1;
-    } else {
-      if (t < n && t != j && p != j) {
-        const T x = s[t * ld + j];
-        s[t * ld + j] = s[t * ld + p];
-        s[t * ld + p] = x;
-      }
-      const int i = j + 1 + (t - 64);  // threads 64.. form the multipliers of rows j + 1..
-      if (t >= 64 && i < m) {
-        T x = col[i];
-        if (i == p) x = col[j], col[j] = pv;  // the old row j arrives at row p
-        col[i] = tiny ? F::div(x, pv) : F::mul(x, recip);
-      }
-    }
-    __syncthreads();
+    const int p = pivot_at[j & 1];
     if (t < 32) {
-      if (j + 1 < n && !zero) {
-        T* next = s + (j + 1) * ld;
-        const T u = next[j];
-        for (int r = j + 1 + lane; r < m; r += 32) next[r] = F::fms(next[r], col[r], u);
-      }
-      __syncwarp();
-      if (j + 1 < kmin) find_pivot(j + 1);
-    } else if (!zero) {
-      const int w = t - 32, row = j + 1 + w % 64;
-      if (row < m) {
-        const T l = col[row];
-        int c = j + 2 + w / 64;
-        // four columns' loads in flight before their stores
-        for (; c + 12 < n; c += 16) {
+      if (j + 1 < kmin) take_column(j + 1, pivot_zero[j & 1] ? -1 : p);
+    } else {
+      if (row == p) live = false;
+      if (live && !pivot_zero[j & 1]) {
+        const T l = s[j * ld + row];
+        int c = j + 2 + (t - 32) / 64;
+        T* vp = s + c * ld + row;
+        const T* up = s + c * ld + p;
+        for (; c + 3 * G < n; c += 4 * G, vp += 4 * G * ld, up += 4 * G * ld) {
           T v[4], u[4];
 #pragma unroll
-          for (int q = 0; q < 4; ++q) v[q] = s[(c + 4 * q) * ld + row], u[q] = s[(c + 4 * q) * ld + j];
+          for (int q = 0; q < 4; ++q) v[q] = vp[q * G * ld], u[q] = up[q * G * ld];
 #pragma unroll
-          for (int q = 0; q < 4; ++q) s[(c + 4 * q) * ld + row] = F::fms(v[q], l, u[q]);
+          for (int q = 0; q < 4; ++q) vp[q * G * ld] = F::fms(v[q], l, u[q]);
         }
-        for (; c < n; c += 4) s[c * ld + row] = F::fms(s[c * ld + row], l, s[c * ld + j]);
+        for (; c < n; c += G, vp += G * ld, up += G * ld) *vp = F::fms(*vp, l, *up);
       }
     }
     __syncthreads();
   }
+  if (t < 32) {
+    if (lane < m) row_at[pos_lo] = static_cast<uint8_t>(lane);
+    if (lane + 32 < m) row_at[pos_hi] = static_cast<uint8_t>(lane + 32);
+  }
+  __syncthreads();
   T* dst = lu + mat * m * n;
-  for (int e = t; e < m * n; e += kLuThreads) dst[e] = s[(e % n) * ld + e / n];
+  for (int e = t; e < m * n; e += kLuThreads) dst[e] = s[(e % n) * ld + row_at[e / n]];
   if (t == 0) info[mat] = first_zero;
 }
 
@@ -173,21 +216,14 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
 //    pivot row as 16-byte broadcasts.
 // The candidate buffers alternate between even and odd columns, so the next
 // column's writers never meet this column's readers. Measured on the H100, 1024
-// float32 64 x 64: 133 us in the shared-memory kernel above, 53 us here with a
-// matrix a block, 50 us with two (their warps fetch the same instructions in step;
-// four: 51, eight: 61). complex64 stays in shared memory: the same kernel for it
-// took 265 against 184 us, as its unrolled code (2.3 times the instructions of
-// float's) outgrows the instruction cache: ncu, 5.4 cycles a warp stalled on
-// instruction fetch per instruction issued, against 1.0 for float32.
+// float32 64 x 64: 133 us in the shared-memory kernel of the time (two barriers a
+// column), 53 us here with a matrix a block, 50 us with two (their warps fetch the
+// same instructions in step; four: 51, eight: 61). complex64 stays in shared
+// memory: the same kernel for it took 265 against that kernel's 184 us, as its
+// unrolled code (2.3 times the instructions of float's) outgrows the instruction
+// cache: ncu, 5.4 cycles a warp stalled on instruction fetch per instruction
+// issued, against 1.0 for float32.
 constexpr int kRegLuRows = 64, kRegLuMatricesPerSm = 8;  // 64 registers of row a thread
-
-// The rank of a pivot candidate: 0 for rows out of the running, 1 for NaN (never
-// chosen over a number, as isamax's strict comparison never picks it), then the
-// magnitude's bits (non-negative floats order as their bit patterns).
-__device__ __forceinline__ uint32_t pivot_key(float x, bool live) {
-  const float mag = fabsf(x);
-  return !live ? 0u : mag != mag ? 1u : __float_as_uint(mag) + 2u;
-}
 
 // Shared memory of one matrix of the register kernel.
 struct RegLuShared {
@@ -292,7 +328,7 @@ void small_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, co
   if (!complex && (m > 32 || n > 32))  // rows in registers, two matrices a block (see register_lu_kernel)
     return launch_register_lu<2>(a.data<float>(), lu.data<float>(), pivots.data<int32_t>(), info.data<int32_t>(),
                                  batch, m, n);
-  const size_t smem = static_cast<size_t>(m + 1) * n * (complex ? 8 : 4);
+  const size_t smem = static_cast<size_t>(kLuPitch) * n * (complex ? 8 : 4);
   const unsigned grid = static_cast<unsigned>(batch);
   if (complex)
     small_lu_kernel<float2><<<grid, kLuThreads, smem, s>>>(static_cast<const float2*>(a.data_ptr()),
