@@ -445,11 +445,12 @@ def linalg_cases():
                       lambda kL=kL, kR=kR: kiln.linalg.solve_triangular(kL, kR, upper=False),
                       lambda L=L, R=R: torch.linalg.solve_triangular(L, R, upper=False)))
     # batched LU of small matrices (lu_factor_ex: no host sync on either side)
-    for dt, size in ((torch.complex64, 8), (torch.float32, 4)):
-        M = torch.randn(1024, 64, 64, device="cuda", dtype=dt)
-        kM = k(M)
-        c.append(Case("linalg", f"lu_factor 1024 x 64x64 {str(dt)[6:]}", 2.0 * M.numel() * size,
-                      lambda kM=kM: kiln.linalg.lu_factor_ex(kM), lambda M=M: torch.linalg.lu_factor_ex(M)))
+    for batch, n in ((1024, 64), (4096, 32), (4096, 16)):
+        for dt, size in ((torch.complex64, 8), (torch.float32, 4)):
+            M = torch.randn(batch, n, n, device="cuda", dtype=dt)
+            kM = k(M)
+            c.append(Case("linalg", f"lu_factor {batch} x {n}x{n} {str(dt)[6:]}", 2.0 * M.numel() * size,
+                          lambda kM=kM: kiln.linalg.lu_factor_ex(kM), lambda M=M: torch.linalg.lu_factor_ex(M)))
     # large single matrices: cuSOLVER on both sides (FLOP rates: LAPACK's operation counts)
     n = 4096
     G = torch.randn(n, n, device="cuda")

@@ -2,6 +2,8 @@
 // 64 x 64), one kernel launch for the whole batch, in LAPACK getf2's order of
 // operations: the pivots (first largest |re| + |im| in getf2's current row
 // order), the zero-pivot info and the "tiny pivot: divide" rule are getf2's.
+// Rows in registers (register_lu_kernel) for up to 32 x 32 and for float32 up to
+// 64 x 64; complex64 past 32 in shared memory (small_lu_kernel).
 #include <cfloat>
 #include <cstdint>
 
@@ -202,12 +204,12 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
   if (t == 0) info[mat] = first_zero;
 }
 
-// float32 rows in registers, for matrices past 32 rows or columns: thread i of a
-// 64-thread group holds row i of its matrix (zero past m or n; the update's work on
-// zero columns is wasted but harmless), every index a compile-time constant once the
-// column loop is unrolled. Rows stay in their threads; a thread tracks its row's
-// position in getf2's order (a row swap exchanges two positions) and writes the row
-// there at the end. Per column j, with one barrier:
+// Rows in registers: thread i of an N-thread group (N = 32 or 64) holds row i of its
+// matrix (zero past m or n; the update's work on zero columns is wasted but
+// harmless), every index a compile-time constant once the column loop is unrolled.
+// Rows stay in their threads; a thread tracks its row's position in getf2's order
+// (a row swap exchanges two positions) and writes the row there at the end. Per
+// column j, with one barrier (a warp's own for N = 32):
 //  - each warp finds its pivot candidate among the rows not yet used as pivots
 //    (redux: the largest magnitude, then the smallest position among ties), and the
 //    candidate's thread publishes its row and key in shared memory;
@@ -215,39 +217,45 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
 //    below take the multiplier and the rank-1 update in registers, reading the
 //    pivot row as 16-byte broadcasts.
 // The candidate buffers alternate between even and odd columns, so the next
-// column's writers never meet this column's readers. Measured on the H100, 1024
-// float32 64 x 64: 133 us in the shared-memory kernel of the time (two barriers a
-// column), 53 us here with a matrix a block, 50 us with two (their warps fetch the
-// same instructions in step; four: 51, eight: 61). complex64 stays in shared
-// memory: the same kernel for it took 265 against that kernel's 184 us, as its
-// unrolled code (2.3 times the instructions of float's) outgrows the instruction
-// cache: ncu, 5.4 cycles a warp stalled on instruction fetch per instruction
-// issued, against 1.0 for float32.
-constexpr int kRegLuRows = 64, kRegLuMatricesPerSm = 8;  // 64 registers of row a thread
-
+// column's writers never meet this column's readers. Used for float32 up to 64 and
+// complex64 up to 32. Measured on the H100, 1024 float32 64 x 64: 133 us in the
+// shared-memory kernel of the time (two barriers a column), 53 us here with a
+// matrix a block, 50 us with two (their warps fetch the same instructions in step;
+// four: 51, eight: 61). complex64 64 x 64 stays in shared memory: this kernel took
+// 265 us against that kernel's 184, as its unrolled code (2.3 times the
+// instructions of float's) outgrows the instruction cache: ncu, 5.4 cycles a warp
+// stalled on instruction fetch per instruction issued, against 1.0 for float32.
 // Shared memory of one matrix of the register kernel.
+template <class T, int N>
 struct RegLuShared {
-  static constexpr int kPitch = kRegLuRows + 1, kVecs = kRegLuRows / 4;
-  float stage[kRegLuRows * kPitch];  // the matrix coming in and going out
-  float4 cand[2][2][kVecs];          // [column parity][warp]: the warp's candidate row
-  uint32_t cand_key[2][2], cand_pos[2][2];
+  static constexpr int kPitch = N + 1, kWarps = N / 32, kVecs = N * sizeof(T) / sizeof(float4);
+  T stage[N * kPitch];                      // the matrix coming in and going out
+  float4 cand[2][kWarps][kVecs];            // [column parity][warp]: the warp's candidate row
+  uint32_t cand_key[2][kWarps], cand_pos[2][kWarps];
 };
 
-template <int MPB>
-__global__ void __launch_bounds__(kRegLuRows * MPB, kRegLuMatricesPerSm / MPB)
-    register_lu_kernel(const float* __restrict__ a, float* __restrict__ lu, int32_t* __restrict__ pivots,
+template <class T, int N, int MPB, int kMinBlocks>
+__global__ void __launch_bounds__(N * MPB, kMinBlocks)
+    register_lu_kernel(const T* __restrict__ a, T* __restrict__ lu, int32_t* __restrict__ pivots,
                        int32_t* __restrict__ info, int64_t batch, int m, int n) {
-  constexpr int N = kRegLuRows, kPitch = RegLuShared::kPitch, kVecs = RegLuShared::kVecs;
+  using F = Field<T>;
+  using Sh = RegLuShared<T, N>;
+  constexpr int kPitch = Sh::kPitch, kWarps = Sh::kWarps, kVecs = Sh::kVecs, kPerVec = sizeof(float4) / sizeof(T);
   extern __shared__ float4 reg_lu_smem[];
   const int i = threadIdx.x % N, warp = i / 32, kmin = m < n ? m : n;
   const int64_t mat = static_cast<int64_t>(blockIdx.x) * MPB + threadIdx.x / N;
   const bool real = mat < batch;  // a block's tail matrices past the batch still meet its barriers
-  RegLuShared& sh = reinterpret_cast<RegLuShared*>(reg_lu_smem)[threadIdx.x / N];
-  const float* src = a + mat * m * n;
+  Sh& sh = reinterpret_cast<Sh*>(reg_lu_smem)[threadIdx.x / N];
+  // a matrix of one warp needs no block barrier
+  const auto matrix_sync = [] {
+    if constexpr (kWarps == 1) __syncwarp();
+    else __syncthreads();
+  };
+  const T* src = a + mat * m * n;
 #pragma unroll 16
-  for (int row = 0; row < N; ++row) sh.stage[row * kPitch + i] = real && row < m && i < n ? src[row * n + i] : 0.0f;
-  __syncthreads();
-  float r[N];
+  for (int row = 0; row < N; ++row) sh.stage[row * kPitch + i] = real && row < m && i < n ? src[row * n + i] : T{};
+  matrix_sync();
+  T r[N];
 #pragma unroll
   for (int k = 0; k < N; ++k) r[k] = sh.stage[i * kPitch + k];
   int pos = i;                // where this row stands in getf2's order
@@ -262,16 +270,23 @@ __global__ void __launch_bounds__(kRegLuRows * MPB, kRegLuMatricesPerSm / MPB)
     const uint32_t first = __reduce_min_sync(0xffffffffu, key == best ? static_cast<uint32_t>(pos) : 0xffffffffu);
     if (key == best && static_cast<uint32_t>(pos) == first) {
 #pragma unroll
-      for (int v = j / 4; v < kVecs; ++v)
-        sh.cand[par][warp][v] = make_float4(r[4 * v], r[4 * v + 1], r[4 * v + 2], r[4 * v + 3]);
+      for (int v = j / kPerVec; v < kVecs; ++v) {
+        if constexpr (kPerVec == 4)
+          sh.cand[par][warp][v] = make_float4(r[4 * v], r[4 * v + 1], r[4 * v + 2], r[4 * v + 3]);
+        else
+          sh.cand[par][warp][v] = make_float4(r[2 * v].x, r[2 * v].y, r[2 * v + 1].x, r[2 * v + 1].y);
+      }
       sh.cand_key[par][warp] = best;
       sh.cand_pos[par][warp] = first;
     }
-    __syncthreads();
-    const uint32_t k0 = sh.cand_key[par][0], k1 = sh.cand_key[par][1];
-    const int w = k1 > k0 || (k1 == k0 && sh.cand_pos[par][1] < sh.cand_pos[par][0]) ? 1 : 0;
+    matrix_sync();
+    int w = 0;
+    if constexpr (kWarps == 2) {
+      const uint32_t k0 = sh.cand_key[par][0], k1 = sh.cand_key[par][1];
+      w = k1 > k0 || (k1 == k0 && sh.cand_pos[par][1] < sh.cand_pos[par][0]) ? 1 : 0;
+    }
     const int p = static_cast<int>(sh.cand_pos[par][w]);
-    const float* prow = reinterpret_cast<const float*>(sh.cand[par][w]);
+    const float4* prow = sh.cand[par][w];
     if (live && pos == p) {
       live = false;  // this row is U's row j now
       pos = j;
@@ -279,40 +294,45 @@ __global__ void __launch_bounds__(kRegLuRows * MPB, kRegLuMatricesPerSm / MPB)
       pos = p;  // getf2 swaps it with the pivot row
     }
     if (real && i == 0) pivots[mat * kmin + j] = p + 1;
-    const float pv = prow[j];
-    if (pv == 0.0f) {  // the column below j is zero: nothing to scale or update
+    const T pv = reinterpret_cast<const T*>(prow)[j];
+    if (F::is_zero(pv)) {  // the column below j is zero: nothing to scale or update
       if (first_zero == 0) first_zero = j + 1;
     } else if (live) {
-      const float l = fabsf(pv) < FLT_MIN ? r[j] / pv : r[j] * (1.0f / pv);  // getf2: divide if 1 / pv overflows
+      const T l = F::tiny(pv) ? F::div(r[j], pv) : F::mul(r[j], F::fast_recip(pv));  // getf2's rule
       r[j] = l;
 #pragma unroll
-      for (int v = (j + 1) / 4; v < kVecs; ++v) {
-        const float4 u = reinterpret_cast<const float4*>(prow)[v];
-        const float e[4] = {u.x, u.y, u.z, u.w};
+      for (int v = (j + 1) / kPerVec; v < kVecs; ++v) {
+        const float4 u4 = prow[v];
+        T u[kPerVec];
+        if constexpr (kPerVec == 4) {
+          u[0] = u4.x, u[1] = u4.y, u[2] = u4.z, u[3] = u4.w;
+        } else {
+          u[0] = {u4.x, u4.y}, u[1] = {u4.z, u4.w};
+        }
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
-          if (4 * v + q > j) r[4 * v + q] = fmaf(-l, e[q], r[4 * v + q]);
+        for (int q = 0; q < kPerVec; ++q)
+          if (kPerVec * v + q > j) r[kPerVec * v + q] = F::fms(r[kPerVec * v + q], l, u[q]);
       }
     }
   }
 #pragma unroll
   for (int k = 0; k < N; ++k) sh.stage[pos * kPitch + k] = r[k];
-  __syncthreads();
+  matrix_sync();
   if (!real) return;
-  float* dst = lu + mat * m * n;
+  T* dst = lu + mat * m * n;
   if (i < n)
 #pragma unroll 4
     for (int row = 0; row < m; ++row) dst[row * n + i] = sh.stage[row * kPitch + i];
   if (i == 0) info[mat] = first_zero;
 }
 
-template <int MPB>
-void launch_register_lu(const float* a, float* lu, int32_t* pivots, int32_t* info, int64_t batch, int m, int n) {
-  const auto kernel = register_lu_kernel<MPB>;
-  constexpr size_t smem = MPB * sizeof(RegLuShared);
+template <class T, int N, int MPB, int kMinBlocks>
+void launch_register_lu(const T* a, T* lu, int32_t* pivots, int32_t* info, int64_t batch, int m, int n) {
+  const auto kernel = register_lu_kernel<T, N, MPB, kMinBlocks>;
+  constexpr size_t smem = MPB * sizeof(RegLuShared<T, N>);
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
-  kernel<<<static_cast<unsigned>((batch + MPB - 1) / MPB), kRegLuRows * MPB, smem, current_stream()>>>(
-      a, lu, pivots, info, batch, m, n);
+  kernel<<<static_cast<unsigned>((batch + MPB - 1) / MPB), N * MPB, smem, current_stream()>>>(a, lu, pivots, info,
+                                                                                          batch, m, n);
   KILN_CUDA_CHECK_LAUNCH();
 }
 
@@ -325,18 +345,22 @@ void small_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, co
   if (batch == 0) return;
   cudaStream_t s = current_stream();
   const bool complex = a.dtype() == DType::Complex64;
-  if (!complex && (m > 32 || n > 32))  // rows in registers, two matrices a block (see register_lu_kernel)
-    return launch_register_lu<2>(a.data<float>(), lu.data<float>(), pivots.data<int32_t>(), info.data<int32_t>(),
-                                 batch, m, n);
-  const size_t smem = static_cast<size_t>(kLuPitch) * n * (complex ? 8 : 4);
-  const unsigned grid = static_cast<unsigned>(batch);
-  if (complex)
-    small_lu_kernel<float2><<<grid, kLuThreads, smem, s>>>(static_cast<const float2*>(a.data_ptr()),
-                                                           static_cast<float2*>(lu.data_ptr()),
-                                                           pivots.data<int32_t>(), info.data<int32_t>(), m, n);
-  else
-    small_lu_kernel<float><<<grid, kLuThreads, smem, s>>>(a.data<float>(), lu.data<float>(), pivots.data<int32_t>(),
-                                                          info.data<int32_t>(), m, n);
+  if (m <= 32 && n <= 32) {  // a warp a matrix, rows in registers
+    if (complex)
+      return launch_register_lu<float2, 32, 4, 4>(static_cast<const float2*>(a.data_ptr()),
+                                                  static_cast<float2*>(lu.data_ptr()), pivots.data<int32_t>(),
+                                                  info.data<int32_t>(), batch, m, n);
+    return launch_register_lu<float, 32, 4, 8>(a.data<float>(), lu.data<float>(), pivots.data<int32_t>(),
+                                               info.data<int32_t>(), batch, m, n);
+  }
+  if (!complex)  // past 32: two matrices a block
+    return launch_register_lu<float, 64, 2, 4>(a.data<float>(), lu.data<float>(), pivots.data<int32_t>(),
+                                               info.data<int32_t>(), batch, m, n);
+  // complex64 past 32 in shared memory: see small_lu_kernel for why not registers
+  const size_t smem = static_cast<size_t>(kLuPitch) * n * sizeof(float2);
+  small_lu_kernel<float2><<<static_cast<unsigned>(batch), kLuThreads, smem, s>>>(
+      static_cast<const float2*>(a.data_ptr()), static_cast<float2*>(lu.data_ptr()), pivots.data<int32_t>(),
+      info.data<int32_t>(), m, n);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

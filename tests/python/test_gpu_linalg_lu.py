@@ -56,7 +56,7 @@ class LinalgAgainstTorch(unittest.TestCase):
                 fn(A)
 
     def test_sizes_past_the_small_kernels_take_cusolver(self):
-        # 65: one past the shared-memory LU; 5: one past the small inverse (test_gpu_linalg_solver.py has the rest)
+        # 65: one past the small LU kernels; 5: one past the small inverse (test_gpu_linalg_solver.py has the rest)
         A = torch.randn(65, 65, device=DEV) + 8 * torch.eye(65, device=DEV)
         P, L, U = (T(t) for t in kiln.linalg.lu(k(A)))
         torch.testing.assert_close(P @ L @ U, A, rtol=1e-4, atol=1e-4)
@@ -65,7 +65,7 @@ class LinalgAgainstTorch(unittest.TestCase):
 
     def test_small_lu_factor_on_cuda_matches_lapack(self):
         for dt in (torch.float32, torch.complex64):
-            # float32 past 32 rows or columns: the rows-in-registers kernel; the rest: shared memory
+            # up to 32 x 32, and float32 up to 64: rows in registers; complex64 past 32: shared memory
             for shape in [(1, 1), (5, 5), (64, 64), (3, 7, 40, 40), (10, 30, 17), (6, 17, 30), (0, 8, 8), (4, 0, 3),
                           (2, 50, 37), (2, 37, 50), (3, 64, 33), (33, 64), (5, 33, 2)]:
                 A = torch.randn(shape, dtype=dt, device=DEV)
@@ -79,8 +79,8 @@ class LinalgAgainstTorch(unittest.TestCase):
                 P, L, U = torch.lu_unpack(T(LU), T(piv))
                 torch.testing.assert_close(P @ L @ U, A, rtol=1e-4, atol=1e-4, msg=msg)
         # zero pivots: getrf's info is the first, and the factorization goes on past it
-        # (float32 48 x 48: the rows-in-registers kernel; the others: shared memory)
-        for dt, n in ((torch.complex64, 12), (torch.complex64, 48), (torch.float32, 48)):
+        # (12: a warp's rows in registers; complex64 48: shared memory; float32 48: two warps' rows in registers)
+        for dt, n in ((torch.complex64, 12), (torch.float32, 12), (torch.complex64, 48), (torch.float32, 48)):
             S = torch.randn(5, n, n, device=DEV, dtype=dt)
             S[1, :, 3] = 0
             S[3, :, 0] = 0
