@@ -90,8 +90,11 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // cycles between a warp's instructions; warp 0 busy 73% of the time, the update
 // warps 65%). Tried and slower: the matrix in registers (see register_lu_kernel):
 // fully unrolled, 265 us for complex64 (instruction-cache misses); unrolled over
-// 4-column chunks only, 220 us (every chunk's code runs, predicated); a blocked
-// form with 8-column panels factored by one warp, 237 us.
+// 4-column chunks only, 220 us (every chunk's code runs, predicated); a row over
+// two threads, 228 us; a blocked form with 8-column panels factored by one warp,
+// 237 us. No faster: two rows a thread sharing the pivot row's loads (134 against
+// 138), the next batch's loads before this one's stores with a branch-free warp 0
+// (142 against 140).
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>
