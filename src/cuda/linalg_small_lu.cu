@@ -86,9 +86,9 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // 64 x 64: 185 us for the kernel this replaced (rows swapped in place, two barriers
 // a column: the swap and scaling, then the update), 152 us with one barrier, 141 us
 // with six update warps instead of eight (six blocks an SM) and a faster
-// reciprocal, 137 us with the fixed pitch. The phase is latency-bound (ncu: 7.7
-// cycles between a warp's instructions; warp 0 busy 73% of the time, the update
-// warps 65%). Tried and slower: the matrix in registers (see register_lu_kernel):
+// reciprocal, 137 us with the fixed pitch. The phase is latency-bound (ncu: 8.0
+// cycles between a warp's instructions; warp 0 busy 83% of a column, the update
+// warps 67%). Tried and slower: the matrix in registers (see register_lu_kernel):
 // fully unrolled, 265 us for complex64 (instruction-cache misses); unrolled over
 // 4-column chunks only, 220 us (every chunk's code runs, predicated); a row over
 // two threads, 228 us; a blocked form with 8-column panels factored by one warp,
