@@ -21,7 +21,7 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
 
 // LU with partial pivoting of a [b, m, n] (float32 or complex64 contiguous,
 // 1 <= m, n <= 64) into lu (same shape, may not alias a), in linalg_small_lu.cu:
-// float32 past 32 rows or columns with a row a thread in registers, the rest a
+// a row a thread in registers up to 32 x 32 and for float32, complex64 past 32 a
 // block per matrix in shared memory. pivots [b, min(m, n)] int32 are 1-based as
 // LAPACK's; info [b] int32 is 0 or the 1-based index of the first zero pivot.
 void small_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, const Tensor& info);

@@ -228,6 +228,7 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
 // 265 us against that kernel's 184, as its unrolled code (2.3 times the
 // instructions of float's) outgrows the instruction cache: ncu, 5.4 cycles a warp
 // stalled on instruction fetch per instruction issued, against 1.0 for float32.
+
 // Shared memory of one matrix of the register kernel.
 template <class T, int N>
 struct RegLuShared {
@@ -346,7 +347,6 @@ void small_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, co
   const int m = static_cast<int>(a.size(1)), n = static_cast<int>(a.size(2));
   KILN_CHECK(m >= 1 && m <= 64 && n >= 1 && n <= 64, "small_lu_factor: m and n must be 1 to 64, got ", m, " x ", n);
   if (batch == 0) return;
-  cudaStream_t s = current_stream();
   const bool complex = a.dtype() == DType::Complex64;
   if (m <= 32 && n <= 32) {  // a warp a matrix, rows in registers
     if (complex)
@@ -361,7 +361,7 @@ void small_lu_factor(const Tensor& a, const Tensor& lu, const Tensor& pivots, co
                                                info.data<int32_t>(), batch, m, n);
   // complex64 past 32 in shared memory: see small_lu_kernel for why not registers
   const size_t smem = static_cast<size_t>(kLuPitch) * n * sizeof(float2);
-  small_lu_kernel<float2><<<static_cast<unsigned>(batch), kLuThreads, smem, s>>>(
+  small_lu_kernel<float2><<<static_cast<unsigned>(batch), kLuThreads, smem, current_stream()>>>(
       static_cast<const float2*>(a.data_ptr()), static_cast<float2*>(lu.data_ptr()), pivots.data<int32_t>(),
       info.data<int32_t>(), m, n);
   KILN_CUDA_CHECK_LAUNCH();

@@ -33,7 +33,7 @@ LuFactorExResult lu_factor_ex(const Tensor& A, bool pivot) {
     Tensor a = contiguous_batch(A, batch);
     lu = Tensor::empty(a.shape(), A.dtype(), A.device());
     cuda_backend::DeviceGuard guard(A.device().index);
-    // up to 64 x 64: a block per matrix (linalg_small_lu.cu); larger ones: cuSOLVER's getrf
+    // up to 64 x 64: kiln's batched kernels (linalg_small_lu.cu); larger ones: cuSOLVER's getrf
     if (lu.numel() > 0 && m <= 64 && n <= 64)
       cuda_backend::small_lu_factor(a, lu, pivots, info);
     else if (lu.numel() > 0)
