@@ -86,15 +86,18 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // 64 x 64: 185 us for the kernel this replaced (rows swapped in place, two barriers
 // a column: the swap and scaling, then the update), 152 us with one barrier, 141 us
 // with six update warps instead of eight (six blocks an SM) and a faster
-// reciprocal, 137 us with the fixed pitch. The phase is latency-bound (ncu: 8.0
-// cycles between a warp's instructions; warp 0 busy 83% of a column, the update
-// warps 67%). Tried and slower: the matrix in registers (see register_lu_kernel):
-// fully unrolled, 265 us for complex64 (instruction-cache misses); unrolled over
-// 4-column chunks only, 220 us (every chunk's code runs, predicated); a row over
-// two threads, 228 us; a blocked form with 8-column panels factored by one warp,
-// 237 us. No faster: two rows a thread sharing the pivot row's loads (134 against
-// 138), the next batch's loads before this one's stores with a branch-free warp 0
-// (142 against 140).
+// reciprocal, 137 us with the fixed pitch, 127.5 us with the two roles in loops
+// of their own (ncu, 1024 matrices: 78.2K warp instructions a matrix before, 23%
+// of them the update threads' per-column bookkeeping; 67.2K after, and the update
+// warps then spend about half their time at the barrier: warp 0's chain of about
+// 150 instructions a column is the bound; branch wip/lu-deferred-scaling moves
+// the reciprocal and the scaling off it, not yet run on a GPU). Tried and slower:
+// the matrix in registers (see register_lu_kernel): fully unrolled, 265 us for
+// complex64 (instruction-cache misses); unrolled over 4-column chunks only, 220 us
+// (every chunk's code runs, predicated); a row over two threads, 228 us; a blocked
+// form with 8-column panels factored by one warp, 237 us. No faster: two rows a
+// thread sharing the pivot row's loads (134 against 138), the next batch's loads
+// before this one's stores with a branch-free warp 0 (142 against 140).
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>
@@ -105,13 +108,22 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
   extern __shared__ float2 lu_smem[];
   T* s = reinterpret_cast<T*>(lu_smem);
   __shared__ uint8_t row_at[64];  // position -> physical row, at the end
-  __shared__ int pivot_at[2];     // [column parity]: the physical row that became U's row
-  __shared__ bool pivot_zero[2];
-  constexpr int ld = kLuPitch;
+  // [column parity]: the physical row that became U's row, | kZeroPivot when the pivot was zero
+  __shared__ int pivot_info[2];
+  constexpr int ld = kLuPitch, kZeroPivot = 0x100;
   const int kmin = m < n ? m : n, t = threadIdx.x, lane = t % 32;
   const int64_t mat = blockIdx.x;
   const T* src = a + mat * m * n;
-  for (int e = t; e < m * n; e += kLuThreads) s[(e % n) * ld + e / n] = src[e];
+  // element e = r n + c of the row-major matrices, stepped without a division per element
+  const int step_r = kLuThreads / n, step_c = kLuThreads % n;
+  {
+    int r = t / n, c = t % n;
+    for (int e = t; e < m * n; e += kLuThreads) {
+      s[c * ld + r] = src[e];
+      r += step_r, c += step_c;
+      if (c >= n) c -= n, ++r;
+    }
+  }
   __syncthreads();
   // warp 0: lane L holds the positions of physical rows L and L + 32
   int pos_lo = lane, pos_hi = lane + 32;
@@ -164,25 +176,35 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
     if (live_lo) col[lane] = v_lo;
     if (live_hi) col[lane + 32] = v_hi;
     if (lane == 0) {
-      pivot_at[c & 1] = done;
-      pivot_zero[c & 1] = zero;
+      pivot_info[c & 1] = done | (zero ? kZeroPivot : 0);
       pivots[mat * kmin + c] = p_pos + 1;
     }
   };
-  if (t < 32) take_column(0, -1);
-  __syncthreads();
-  constexpr int G = kLuUpdateWarps / 2;  // column groups of the update threads
-  const int row = (t - 32) % 64;       // update threads: the physical row
-  bool live = t >= 32 && row < m;
-  for (int j = 0; j < kmin; ++j) {
-    const int p = pivot_at[j & 1];
-    if (t < 32) {
-      if (j + 1 < kmin) take_column(j + 1, pivot_zero[j & 1] ? -1 : p);
-    } else {
+  // The two roles run their own loops, each with one barrier a column (the same
+  // barrier, as many times), so that neither carries the other's state through it.
+  if (t < 32) {
+    take_column(0, -1);
+    __syncthreads();
+    for (int j = 0; j + 1 < kmin; ++j) {
+      const int info_j = pivot_info[j & 1];
+      take_column(j + 1, info_j & kZeroPivot ? -1 : info_j);
+      __syncthreads();
+    }
+    __syncthreads();  // the update threads' phase of the last column
+    if (lane < m) row_at[pos_lo] = static_cast<uint8_t>(lane);
+    if (lane + 32 < m) row_at[pos_hi] = static_cast<uint8_t>(lane + 32);
+  } else {
+    constexpr int G = kLuUpdateWarps / 2;  // column groups of the update threads
+    const int row = (t - 32) % 64, group = (t - 32) / 64;  // the physical row, every G-th column
+    bool live = row < m;
+    __syncthreads();
+    const T* lp = s + row;  // column j's entry of this row
+    for (int j = 0; j < kmin; ++j, lp += ld) {
+      const int info_j = pivot_info[j & 1], p = info_j & (kZeroPivot - 1);
       if (row == p) live = false;
-      if (live && !pivot_zero[j & 1]) {
-        const T l = s[j * ld + row];
-        int c = j + 2 + (t - 32) / 64;
+      if (live && !(info_j & kZeroPivot)) {
+        const T l = *lp;
+        int c = j + 2 + group;
         T* vp = s + c * ld + row;
         const T* up = s + c * ld + p;
         for (; c + 3 * G < n; c += 4 * G, vp += 4 * G * ld, up += 4 * G * ld) {
@@ -194,16 +216,19 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
         }
         for (; c < n; c += G, vp += G * ld, up += G * ld) *vp = F::fms(*vp, l, *up);
       }
+      __syncthreads();
     }
-    __syncthreads();
-  }
-  if (t < 32) {
-    if (lane < m) row_at[pos_lo] = static_cast<uint8_t>(lane);
-    if (lane + 32 < m) row_at[pos_hi] = static_cast<uint8_t>(lane + 32);
   }
   __syncthreads();
   T* dst = lu + mat * m * n;
-  for (int e = t; e < m * n; e += kLuThreads) dst[e] = s[(e % n) * ld + row_at[e / n]];
+  {
+    int r = t / n, c = t % n;
+    for (int e = t; e < m * n; e += kLuThreads) {
+      dst[e] = s[c * ld + row_at[r]];
+      r += step_r, c += step_c;
+      if (c >= n) c -= n, ++r;
+    }
+  }
   if (t == 0) info[mat] = first_zero;
 }
 
