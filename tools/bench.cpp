@@ -6,8 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include <unistd.h>
-
+#include "ceilings.h"
 #include "commands.h"
 #include "kiln/kiln.h"
 
@@ -22,13 +21,6 @@ struct Case {
   std::function<void()> run;
   bool vs_read = false;  // a decode linear: held to the read ceiling where one is measured
 };
-
-// The last-level cache of this CPU (32 MiB where the C library cannot say): a
-// weight that fits stays there across repeats, which no decode step sees.
-int64_t llc_bytes() {
-  const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
-  return l3 > 0 ? l3 : int64_t{32} << 20;
-}
 
 double median_us(Device dev, const std::function<void()>& fn, int repeats) {
   for (int i = 0; i < 3; ++i) fn();  // warm-up: allocator cache, cuBLAS handles
@@ -72,10 +64,9 @@ std::vector<Case> make_cases(Device dev, double scale) {
   auto ls = full({ln}, 0.01, float32, dev);
   std::vector<Case> c;
   c.push_back({"copy f32 (clone)", 2 * f4, 0, [=] { x32.clone(); }});
-  if (dev.is_cpu()) {  // the ceiling of a decode step, which reads weights from DRAM and writes little
-    const int64_t rn = std::max<int64_t>(N, 2 * llc_bytes() / 4);
-    auto big = randn({rn}, float32, dev);
-    c.push_back({"read f32 (sum past the LLC)", 4.0 * rn, 0, [=] { sum(big); }});
+  if (dev.is_cpu()) {  // the ceiling of a decode step (tools/ceilings.h)
+    auto big = make_read_ceiling_input();
+    c.push_back({"read f32 (sum past the LLC)", static_cast<double>(big.nbytes()), 0, [=] { run_read_ceiling(big); }});
   }
   c.push_back({"add f32", 3 * f4, 0, [=] { add(x32, y32); }});
   c.push_back({"mul bf16", 3 * f2, 0, [=] { mul(x16, y16); }});

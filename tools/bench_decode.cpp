@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "ceilings.h"
 #include "commands.h"
 #include "core/check.h"
 #include "kiln/kiln.h"
@@ -47,14 +48,10 @@ double copy_gbps(Device d) {
          }) / 1e9;
 }
 
-// GB/s of a sum over 1 GiB of float32 on the CPU, best of 5: the read ceiling
-// that a CPU decode step (weights read, almost nothing written) is held to. The
-// copy ceiling counts a write per read, which a CPU streams faster than it reads
-// (82 against 61 GB/s on a 2-core development VM).
+// GB/s of the CPU's read ceiling (tools/ceilings.h), best of 5.
 double read_gbps_cpu() {
-  const int64_t n = (int64_t{1} << 30) / 4;
-  const Tensor a = zeros({n}, DType::Float32, kCPU);
-  return n * 4.0 / best_of_5_seconds([&] { (void)sum(a).item<float>(); }) / 1e9;
+  const Tensor a = make_read_ceiling_input();
+  return static_cast<double>(a.nbytes()) / best_of_5_seconds([&] { run_read_ceiling(a); }) / 1e9;
 }
 
 // n token ids drawn uniformly from [0, vocab)
