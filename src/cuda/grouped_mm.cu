@@ -269,7 +269,7 @@ void launch_grouped_gemv_as(const GroupedMmArgs& s) {
 // Slower on the H100 (30B decode, branch wip/moe-fused-experts): both projections
 // of moe_experts in one kernel, the down items issuing their weight loads and then
 // waiting on per-row counters of finished gate/up items: 46 us a layer against
-// 20 + 14 for the two kernels (100-150 registers a thread left 1-2 blocks an SM).
+// 20 + 12 to 14 for the two kernels (100-150 registers a thread: 1-2 blocks an SM).
 template <class T, class W, class O, bool SWIGLU, int VB>
 void launch_grouped_gemv_vb(const GroupedMmArgs& s) {
   const int64_t steps = s.b.size(1) * static_cast<int64_t>(sizeof(W)) / (32 * VB);
