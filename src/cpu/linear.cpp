@@ -15,17 +15,32 @@ namespace kiln::cpu {
 
 namespace {
 
-// Asks for the bytes kPrefetchAhead past a weight row (as many as the row has,
-// never past end) while the row is dotted. The hardware prefetchers alone held
-// weight streams from DRAM (past the L3) to ~22 GB/s on a 2-core Xeon VM whose sum
-// reads 31; 8 KB ahead: 26-30 GB/s for 1024 -> 151936 (an lm_head), and a Qwen3-0.6B
-// decode step 62 -> 57 ms (4 and 16 KB: less; 1 line in 2 or 4: slower). A weight
-// that stays in the L3 across calls pays for it: 1 x 4096 -> 8192 bf16 repeated,
-// 1255 -> 1600 us on that VM's 260 MB L3; decode reads every weight from DRAM.
-constexpr int64_t kPrefetchAhead = 8192;
-inline void prefetch_ahead(const char* row, int64_t bytes, const char* end) {
+// Asks for the bytes prefetch_distance() past a weight row (as many as the row
+// has, never past end) while the row is dotted. The best distance depends on the
+// CPU's own prefetchers. On a 2-core Xeon VM whose sum reads 31 GB/s, hardware
+// prefetch alone held weight streams from DRAM to ~22 GB/s; 8 KB ahead gave 26-30
+// for 1024 -> 151936 (an lm_head) and a Qwen3-0.6B decode step 62 -> 57 ms (4 and
+// 16 KB: less; 1 line in 2 or 4: slower); a weight that stays in its 260 MB L3
+// across calls pays for it (1 x 4096 -> 8192 bf16 repeated: 1255 -> 1600 us), but
+// decode reads every weight from DRAM. On a 2-core Zen 5 VM the same 8 KB made
+// it slower: 151936 x 1024 bf16 at 60% of the adjacent sum's GB/s against 91%
+// without, the 0.6B decode linears in sequence 61% against 84% bf16, 65% against
+// 81% fp8, and a whole 0.6B decode step 48% against 53% fp8, 80% against 82% bf16
+// (medians of 30-38 alternations, each against a sum run just before it).
+// Shorter distances (256-2048) were better for some shapes and worse for others
+// there, so AMD gets none.
+inline int64_t prefetch_distance() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const int64_t distance = __builtin_cpu_is("amd") ? 0 : 8192;
+  return distance;
+#else
+  return 8192;
+#endif
+}
+
+inline void prefetch_ahead(const char* row, int64_t bytes, const char* end, int64_t distance) {
   for (int64_t off = 0; off < bytes; off += 64) {
-    const char* p = row + kPrefetchAhead + off;
+    const char* p = row + distance + off;
     if (p >= end) break;
     __builtin_prefetch(p);
   }
@@ -63,8 +78,10 @@ void linear_typed(const LinearArgs& a) {
     std::vector<float> row(direct ? 0 : static_cast<size_t>(K));
     float acc[8];
     const char* const w_end = reinterpret_cast<const char*>(w + (n1 - 1) * ws + K);
+    const int64_t distance = prefetch_distance();
     for (int64_t n = n0; n < n1; ++n) {
-      prefetch_ahead(reinterpret_cast<const char*>(w + n * ws), K * static_cast<int64_t>(sizeof(W)), w_end);
+      if (distance > 0)
+        prefetch_ahead(reinterpret_cast<const char*>(w + n * ws), K * static_cast<int64_t>(sizeof(W)), w_end, distance);
       if (use_bf16_dot) {
         if constexpr (std::is_same_v<W, Float8_e4m3fn>)
           bf16_dot::dot_rows_e4m3(reinterpret_cast<const uint8_t*>(w + n * ws), xb.data(), static_cast<size_t>(K),
