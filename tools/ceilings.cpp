@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <vector>
 
 #include "kiln/kiln.h"
 
@@ -19,5 +21,26 @@ Tensor make_read_ceiling_input() {
 }
 
 void run_read_ceiling(const Tensor& input) { (void)sum(input).item<float>(); }
+
+namespace {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+}  // namespace
+
+ReadShare share_of_read(const Tensor& ceiling_input, double bytes, int pairs, const std::function<double()>& timed) {
+  std::vector<double> shares, reads;
+  for (int i = 0; i < pairs; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run_read_ceiling(ceiling_input);
+    const double read_gbps =
+        static_cast<double>(ceiling_input.nbytes()) / std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 1e9;
+    const double gbps = bytes / timed() / 1e9;
+    reads.push_back(read_gbps);
+    shares.push_back(gbps / read_gbps);
+  }
+  return {median(shares), median(reads)};
+}
 
 }  // namespace kiln::tools

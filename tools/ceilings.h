@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "kiln/tensor.h"
 
@@ -19,5 +20,17 @@ int64_t llc_bytes();
 Tensor make_read_ceiling_input();
 // Sums the input above; its bytes are input.nbytes().
 void run_read_ceiling(const Tensor& input);
+
+// How close a memory-bound run comes to the read ceiling on a shared machine:
+// `pairs` times, the ceiling runs and then `timed` (which returns the seconds it
+// measured, for `bytes`); share is the median of (bytes / seconds) / (the
+// ceiling's GB/s just before). On a 2-core VM the ceiling drifted between 22 and
+// 65 GB/s within minutes, so a ratio of two measurements taken apart said more
+// about the neighbours than about the kernel; a ratio of neighbours does not.
+struct ReadShare {
+  double share = 0;      // median of the pairs' ratios
+  double read_gbps = 0;  // median of the ceiling's runs
+};
+ReadShare share_of_read(const Tensor& ceiling_input, double bytes, int pairs, const std::function<double()>& timed);
 
 }  // namespace kiln::tools
