@@ -10,9 +10,10 @@ stage=$(mktemp -d)
 mkdir -p "$stage/lib" .gpu
 cp build/kiln build/tests/kiln_tests build/libkiln.a /usr/lib/x86_64-linux-gnu/liblapacke.a "$stage/"
 strip "$stage/kiln" "$stage/kiln_tests"
-for l in libhwy.so.1 libopenblas.so.0 libgomp.so.1 libgfortran.so.5 libquadmath.so.0; do
+for l in libhwy.so.1 libgomp.so.1 libgfortran.so.5 libquadmath.so.0; do
   cp -L "/lib/x86_64-linux-gnu/$l" "$stage/lib/"
 done
+cp -L /usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0 "$stage/lib/"  # the build CMake links
 tar czf .gpu/bundle.tgz -C "$stage" .
 rm -rf "$stage"
 ls -la .gpu/bundle.tgz
