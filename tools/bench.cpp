@@ -126,7 +126,7 @@ int bench(const BenchOptions& opts) {
   }
   std::printf("%%ceil: against the copy case%s\n",
               dev.is_cpu() ? "; the read case and the decode linears against the read ceiling (the linears: the median "
-                             "of their runs' ratios to a read run just before each)"
+                             "of their runs' ratios to the fastest of 3 read runs just before each)"
                            : "");
   return 0;
 }

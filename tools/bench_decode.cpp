@@ -79,7 +79,7 @@ int bench_decode(const BenchDecodeOptions& opts) {
                                  std::to_string(config.num_experts_per_tok)).c_str() : "",
               dtype_name(wo.dtype), wo.fp8 ? " (fp8 linear and expert weights)" : "", dev.str().c_str(), w.total_bytes() / 1e9,
               per_token / 1e9, seconds_since(t_load), copy_ceiling,
-              dev.is_cpu() ? "; %read: the median over groups of 8 tokens of their GB/s against a read run just before each"
+              dev.is_cpu() ? "; %read: the median over groups of 8 tokens of their GB/s against the fastest of 3 read runs just before each"
                            : "");
   std::printf("%8s %14s %14s %12s %12s %8s%s\n", "context", "prefill tok/s", "decode tok/s", "ms/token", "weight GB/s",
               dev.is_cpu() ? "%read" : "%copy", dev.is_cpu() ? "  read GB/s" : "");

@@ -22,11 +22,13 @@ Tensor make_read_ceiling_input();
 void run_read_ceiling(const Tensor& input);
 
 // How close a memory-bound run comes to the read ceiling on a shared machine:
-// `pairs` times, the ceiling runs and then `timed` (which returns the seconds it
-// measured, for `bytes`); share is the median of (bytes / seconds) / (the
-// ceiling's GB/s just before). On a 2-core VM the ceiling drifted between 22 and
-// 65 GB/s within minutes, so a ratio of two measurements taken apart said more
-// about the neighbours than about the kernel; a ratio of neighbours does not.
+// `pairs` times, the ceiling runs (the fastest of 3) and then `timed` (which
+// returns the seconds it measured, for `bytes`); share is the median of
+// (bytes / seconds) / (the ceiling's GB/s just before). On a 2-core VM the ceiling
+// drifted between 22 and 65 GB/s within minutes, so a ratio of two measurements
+// taken apart said more about the neighbours than about the kernel. The fastest
+// of 3: a sum is one long parallel loop, which a descheduled vCPU stretches by
+// all its lost time, where a decode step's short loops lose less.
 struct ReadShare {
   double share = 0;      // median of the pairs' ratios
   double read_gbps = 0;  // median of the ceiling's runs
