@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "commands.h"
+#include "cpu/blas_info.h"
 #include "kiln/kiln.h"
 
 namespace kiln::tools {
@@ -16,7 +17,8 @@ std::string cuda_version(int v) {
 
 int doctor() {
   std::printf("kiln 0.1.0\n");
-  std::printf("cpu: %d threads (OpenMP)\n", omp_get_max_threads());
+  std::printf("cpu: %d threads (OpenMP); %s, kernels %s\n", omp_get_max_threads(), cpu::openblas_config().c_str(),
+              cpu::openblas_corename().c_str());
   const auto& a = cuda::availability();
   std::printf("cuda: built %s; runtime %s; driver %s\n", cuda::built_with_cuda() ? "yes" : "no",
               cuda_version(a.runtime_version).c_str(), cuda_version(a.driver_version).c_str());
