@@ -1,7 +1,7 @@
 // CPU one-query attention (decode). The query heads that share a KV head go
 // together (up to 8 at a time), so each key and value row is read once for all
-// of them: scores by dot_rows, a stable softmax in float32, the weighted sum of
-// values by axpy_rows. (batch, KV head, head chunk) tasks run in parallel.
+// of them: scores by dot_keys, a stable softmax in float32, the weighted sum of
+// values by axpy_values. (batch, KV head, head chunk) tasks run in parallel.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -17,36 +17,39 @@ namespace kiln::cpu {
 
 namespace {
 
-constexpr int64_t kHeadsPerTask = 8;  // dot_rows takes at most 8 rows
+constexpr int64_t kHeadsPerTask = 8;  // dot_keys takes at most 8 rows
 
-// Calls f32(row) or bf16(row bits) with a K/V row as the Highway kernels take it:
-// float32 and bfloat16 as they are, float16 widened into `stage` (D floats) first.
-template <class T, class F32, class BF16>
-void with_row(const T* row, int64_t D, float* stage, F32 f32, BF16 bf16) {
+// scores[r * len + s] = dot(k row s, q + r * D) for s < len, r < rows; float16
+// rows are widened into `stage` (len * D floats) first.
+template <class T>
+void dot_keys(const T* k, int64_t k_stride, int64_t len, const float* q, int rows, int64_t D, float* scores,
+              std::vector<float>& stage) {
+  const size_t n = static_cast<size_t>(len), d = static_cast<size_t>(D);
   if constexpr (std::is_same_v<T, float>) {
-    f32(row);
+    simd::dot_keys_f32(k, static_cast<size_t>(k_stride), n, q, rows, d, scores, n);
   } else if constexpr (std::is_same_v<T, BFloat16>) {
-    bf16(reinterpret_cast<const uint16_t*>(row));
+    simd::dot_keys_bf16(reinterpret_cast<const uint16_t*>(k), static_cast<size_t>(k_stride), n, q, rows, d, scores, n);
   } else {
-    widen(row, stage, D);
-    f32(static_cast<const float*>(stage));
+    stage.resize(n * d);
+    for (int64_t s = 0; s < len; ++s) widen(k + s * k_stride, stage.data() + s * D, D);
+    simd::dot_keys_f32(stage.data(), d, n, q, rows, d, scores, n);
   }
 }
 
-// acc[r] = dot(row, q + r * D) for r < rows.
+// acc[r * D + j] += sum_s p[r * len + s] * (v row s)[j] for r < rows.
 template <class T>
-void dot_heads(const T* row, const float* q, int rows, int64_t D, float* acc, float* stage) {
-  const size_t d = static_cast<size_t>(D);
-  with_row(row, D, stage, [&](const float* w) { simd::dot_rows_f32(w, q, d, rows, d, acc); },
-           [&](const uint16_t* w) { simd::dot_rows_bf16(w, q, d, rows, d, acc); });
-}
-
-// acc[r * D + j] += p[r] * row[j] for r < rows.
-template <class T>
-void axpy_heads(const T* row, const float* p, int rows, int64_t D, float* acc, float* stage) {
-  const size_t d = static_cast<size_t>(D);
-  with_row(row, D, stage, [&](const float* w) { simd::axpy_rows_f32(w, p, rows, d, acc, d); },
-           [&](const uint16_t* w) { simd::axpy_rows_bf16(w, p, rows, d, acc, d); });
+void axpy_values(const T* v, int64_t v_stride, int64_t len, const float* p, int rows, int64_t D, float* acc,
+                 std::vector<float>& stage) {
+  const size_t n = static_cast<size_t>(len), d = static_cast<size_t>(D);
+  if constexpr (std::is_same_v<T, float>) {
+    simd::axpy_values_f32(v, static_cast<size_t>(v_stride), n, p, n, rows, d, acc);
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    simd::axpy_values_bf16(reinterpret_cast<const uint16_t*>(v), static_cast<size_t>(v_stride), n, p, n, rows, d, acc);
+  } else {
+    stage.resize(n * d);
+    for (int64_t s = 0; s < len; ++s) widen(v + s * v_stride, stage.data() + s * D, D);
+    simd::axpy_values_f32(stage.data(), d, n, p, n, rows, d, acc);
+  }
 }
 
 }  // namespace
@@ -76,14 +79,10 @@ void attention_decode(const AttentionDecodeArgs& a) {
             std::fill(out, out + rows * D, T(0.0f));
             continue;
           }
-          std::vector<float> qf(rows * D), acc(rows * D, 0.0f), p(rows * len), stage(D);
+          std::vector<float> qf(rows * D), acc(rows * D, 0.0f), p(rows * len), stage;
           for (int r = 0; r < rows; ++r)
             for (int64_t d = 0; d < D; ++d) qf[r * D + d] = static_cast<float>(q_base[b * qs0 + (h0 + r) * qs1 + d]) * scale;
-          float score[kHeadsPerTask];
-          for (int64_t s = 0; s < len; ++s) {
-            dot_heads(k + s * ks2, qf.data(), rows, D, score, stage.data());
-            for (int r = 0; r < rows; ++r) p[r * len + s] = score[r];
-          }
+          dot_keys(k, ks2, len, qf.data(), rows, D, p.data(), stage);
           float inv_sum[kHeadsPerTask];
           for (int r = 0; r < rows; ++r) {
             float* pr = p.data() + r * len;
@@ -92,10 +91,7 @@ void attention_decode(const AttentionDecodeArgs& a) {
             for (int64_t s = 0; s < len; ++s) l += pr[s] = std::exp(pr[s] - m);
             inv_sum[r] = 1.0f / l;
           }
-          for (int64_t s = 0; s < len; ++s) {
-            for (int r = 0; r < rows; ++r) score[r] = p[r * len + s];
-            axpy_heads(v + s * vs2, score, rows, D, acc.data(), stage.data());
-          }
+          axpy_values(v, vs2, len, p.data(), rows, D, acc.data(), stage);
           for (int r = 0; r < rows; ++r)
             for (int64_t d = 0; d < D; ++d) out[r * D + d] = T(acc[r * D + d] * inv_sum[r]);
         }

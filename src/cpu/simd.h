@@ -21,10 +21,18 @@ void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, siz
 void dot_rows_bf16(const uint16_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
 // The same with float8_e4m3fn weights (their bits), decoded in registers.
 void dot_rows_e4m3(const uint8_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
-// acc[r * acc_stride + j] += p[r] * w[j] for r < rows, j < k (any rows).
-void axpy_rows_f32(const float* w, const float* p, int rows, size_t k, float* acc, size_t acc_stride);
-// The same with bfloat16 w (their bits).
-void axpy_rows_bf16(const uint16_t* w, const float* p, int rows, size_t k, float* acc, size_t acc_stride);
+// One-query attention over `len` K or V cache rows of `dim` values, the rows
+// `*_stride` elements apart, for `rows` query heads (at most 8):
+// scores[r * score_stride + s] = dot(k row s, q + r * dim);
+void dot_keys_f32(const float* k, size_t k_stride, size_t len, const float* q, int rows, size_t dim, float* scores,
+                  size_t score_stride);
+void dot_keys_bf16(const uint16_t* k, size_t k_stride, size_t len, const float* q, int rows, size_t dim, float* scores,
+                   size_t score_stride);
+// acc[r * dim + j] += sum_s p[r * p_stride + s] * (v row s)[j].
+void axpy_values_f32(const float* v, size_t v_stride, size_t len, const float* p, size_t p_stride, int rows,
+                     size_t dim, float* acc);
+void axpy_values_bf16(const uint16_t* v, size_t v_stride, size_t len, const float* p, size_t p_stride, int rows,
+                      size_t dim, float* acc);
 
 // Contiguous casts among float32, bfloat16 and float8_e4m3fn, bit-exact with the
 // scalar rules of kiln::bits; false (nothing written) for any other pair.
