@@ -1,7 +1,7 @@
 // CPU one-query attention (decode). The query heads that share a KV head go
 // together (up to 8 at a time), so each key and value row is read once for all
-// of them: scores by dot_keys, a stable softmax in float32, the weighted sum of
-// values by axpy_values. (batch, KV head, head chunk) tasks run in parallel.
+// of them: scores by simd::dot_keys, a stable softmax in float32, the weighted
+// sum of values by simd::axpy_values, each over the whole block of cache rows. (batch, KV head, head chunk) tasks run in parallel.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -19,36 +19,19 @@ namespace {
 
 constexpr int64_t kHeadsPerTask = 8;  // dot_keys takes at most 8 rows
 
-// scores[r * len + s] = dot(k row s, q + r * D) for s < len, r < rows; float16
-// rows are widened into `stage` (len * D floats) first.
-template <class T>
-void dot_keys(const T* k, int64_t k_stride, int64_t len, const float* q, int rows, int64_t D, float* scores,
-              std::vector<float>& stage) {
-  const size_t n = static_cast<size_t>(len), d = static_cast<size_t>(D);
+// Calls f32(rows, stride) or bf16(row bits, stride) with `len` cache rows of D
+// values, `stride` elements apart, as the Highway kernels take them: float32 and
+// bfloat16 as they are, float16 widened into `stage` first.
+template <class T, class F32, class BF16>
+void with_block(const T* rows, int64_t stride, int64_t len, int64_t D, std::vector<float>& stage, F32 f32, BF16 bf16) {
   if constexpr (std::is_same_v<T, float>) {
-    simd::dot_keys_f32(k, static_cast<size_t>(k_stride), n, q, rows, d, scores, n);
+    f32(rows, static_cast<size_t>(stride));
   } else if constexpr (std::is_same_v<T, BFloat16>) {
-    simd::dot_keys_bf16(reinterpret_cast<const uint16_t*>(k), static_cast<size_t>(k_stride), n, q, rows, d, scores, n);
+    bf16(reinterpret_cast<const uint16_t*>(rows), static_cast<size_t>(stride));
   } else {
-    stage.resize(n * d);
-    for (int64_t s = 0; s < len; ++s) widen(k + s * k_stride, stage.data() + s * D, D);
-    simd::dot_keys_f32(stage.data(), d, n, q, rows, d, scores, n);
-  }
-}
-
-// acc[r * D + j] += sum_s p[r * len + s] * (v row s)[j] for r < rows.
-template <class T>
-void axpy_values(const T* v, int64_t v_stride, int64_t len, const float* p, int rows, int64_t D, float* acc,
-                 std::vector<float>& stage) {
-  const size_t n = static_cast<size_t>(len), d = static_cast<size_t>(D);
-  if constexpr (std::is_same_v<T, float>) {
-    simd::axpy_values_f32(v, static_cast<size_t>(v_stride), n, p, n, rows, d, acc);
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    simd::axpy_values_bf16(reinterpret_cast<const uint16_t*>(v), static_cast<size_t>(v_stride), n, p, n, rows, d, acc);
-  } else {
-    stage.resize(n * d);
-    for (int64_t s = 0; s < len; ++s) widen(v + s * v_stride, stage.data() + s * D, D);
-    simd::axpy_values_f32(stage.data(), d, n, p, n, rows, d, acc);
+    stage.resize(static_cast<size_t>(len * D));
+    for (int64_t s = 0; s < len; ++s) widen(rows + s * stride, stage.data() + s * D, D);
+    f32(static_cast<const float*>(stage.data()), static_cast<size_t>(D));
   }
 }
 
@@ -82,7 +65,11 @@ void attention_decode(const AttentionDecodeArgs& a) {
           std::vector<float> qf(rows * D), acc(rows * D, 0.0f), p(rows * len), stage;
           for (int r = 0; r < rows; ++r)
             for (int64_t d = 0; d < D; ++d) qf[r * D + d] = static_cast<float>(q_base[b * qs0 + (h0 + r) * qs1 + d]) * scale;
-          dot_keys(k, ks2, len, qf.data(), rows, D, p.data(), stage);
+          const size_t n = static_cast<size_t>(len), dim = static_cast<size_t>(D);
+          with_block(  // p[r * len + s] = dot(k row s, q + r * D)
+              k, ks2, len, D, stage,
+              [&](const float* kr, size_t st) { simd::dot_keys_f32(kr, st, n, qf.data(), rows, dim, p.data(), n); },
+              [&](const uint16_t* kr, size_t st) { simd::dot_keys_bf16(kr, st, n, qf.data(), rows, dim, p.data(), n); });
           float inv_sum[kHeadsPerTask];
           for (int r = 0; r < rows; ++r) {
             float* pr = p.data() + r * len;
@@ -91,7 +78,12 @@ void attention_decode(const AttentionDecodeArgs& a) {
             for (int64_t s = 0; s < len; ++s) l += pr[s] = std::exp(pr[s] - m);
             inv_sum[r] = 1.0f / l;
           }
-          axpy_values(v, vs2, len, p.data(), rows, D, acc.data(), stage);
+          with_block(  // acc[r * D + j] += sum_s p[r * len + s] * (v row s)[j]
+              v, vs2, len, D, stage,
+              [&](const float* vr, size_t st) { simd::axpy_values_f32(vr, st, n, p.data(), n, rows, dim, acc.data()); },
+              [&](const uint16_t* vr, size_t st) {
+                simd::axpy_values_bf16(vr, st, n, p.data(), n, rows, dim, acc.data());
+              });
           for (int r = 0; r < rows; ++r)
             for (int64_t d = 0; d < D; ++d) out[r * D + d] = T(acc[r * D + d] * inv_sum[r]);
         }
