@@ -73,11 +73,11 @@ void linear_typed(const LinearArgs& a) {
   const X* bias = a.bias.defined() ? a.bias.data<X>() : nullptr;
   X* out = a.out.data<X>();
   const int64_t os = a.out.stride(0);
-  parallel_for(N, std::max<int64_t>(1, 16384 / std::max<int64_t>(K, 1)), [&](int64_t n0, int64_t n1) {
+  const auto body = [&](int64_t n0, int64_t n1) {
     constexpr bool direct = !std::is_same_v<W, Half>;  // only fp16 goes through a widened row
     std::vector<float> row(direct ? 0 : static_cast<size_t>(K));
     float acc[8];
-    const char* const w_end = reinterpret_cast<const char*>(w + (n1 - 1) * ws + K);
+    const char* const w_end = reinterpret_cast<const char*>(w + (N - 1) * ws + K);  // into the next block too
     const int64_t distance = prefetch_distance();
     for (int64_t n = n0; n < n1; ++n) {
       if (distance > 0)
@@ -112,7 +112,13 @@ void linear_typed(const LinearArgs& a) {
         out[r * os + n] = X(v);
       }
     }
-  });
+  };
+  // blocks of about 64 KB of weights. Against halves fixed in advance, on the 2-core
+  // Zen 5 VM: Qwen3-0.6B bf16 decode steps at 77, 72, 63, 78% of an adjacent read
+  // became 81-83, 82-85, 83, 79% (4 runs of 30 alternations); fp8 -4 to +2 points;
+  // 1 x 4096 -> 130048: bf16 91-92% either way, fp8 80-88% -> 89%.
+  const int64_t row_bytes = std::max<int64_t>(K * static_cast<int64_t>(sizeof(W)), 1);
+  parallel_for_balanced(N, std::max<int64_t>(1, 65536 / row_bytes), body);
 }
 }  // namespace
 

@@ -5,9 +5,12 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "core/layout.h"
+#include "kiln/error.h"
 
 namespace kiln::cpu {
 
@@ -26,6 +29,56 @@ void parallel_for(int64_t n, int64_t grain, F&& fn) {
   for (int64_t c = 0; c < chunks; ++c) {
     const int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
     if (b < e) fn(b, e);
+  }
+}
+
+// fn(begin, end) over [0, n) in blocks of `block`: each thread walks a contiguous
+// share of the blocks front to back, and one that finishes early takes blocks from
+// the back of the share with the most left. For loops that stream memory once (a
+// decode linear's weights): each share stays one stream, and a core that runs
+// slower (on a VM, one whose host core is busy) no longer sets the pace of all.
+template <class F>
+void parallel_for_balanced(int64_t n, int64_t block, F&& fn) {
+  const int64_t blocks = block > 0 ? (n + block - 1) / block : 0;
+  const int threads = static_cast<int>(std::min<int64_t>(omp_get_max_threads(), blocks));
+  if (threads <= 1 || omp_in_parallel()) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  // a share's blocks left, [front, back), in one word, so that its owner (at the
+  // front) and a thief (at the back) each claim with one compare-and-swap
+  struct alignas(64) Share {
+    std::atomic<uint64_t> range;
+  };
+  const auto pack = [](int64_t front, int64_t back) { return static_cast<uint64_t>(front) << 32 | static_cast<uint64_t>(back); };
+  std::vector<Share> shares(threads);
+  for (int t = 0; t < threads; ++t) shares[t].range = pack(blocks * t / threads, blocks * (t + 1) / threads);
+  const auto claim = [&](Share& s, bool from_front, int64_t& got) {
+    uint64_t r = s.range.load();
+    for (;;) {
+      const int64_t front = static_cast<int64_t>(r >> 32), back = static_cast<int64_t>(r & 0xffffffffu);
+      if (front >= back) return false;
+      got = from_front ? front : back - 1;
+      if (s.range.compare_exchange_weak(r, from_front ? pack(front + 1, back) : pack(front, back - 1))) return true;
+    }
+  };
+  const auto run = [&](int64_t b) { fn(b * block, std::min(n, (b + 1) * block)); };
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+    int64_t b;
+    while (claim(shares[t], true, b)) run(b);
+    for (;;) {  // steal from the share with the most blocks left
+      int victim = -1;
+      int64_t most = 0;
+      for (int v = 0; v < threads; ++v) {
+        const uint64_t r = shares[v].range.load();
+        const int64_t left = static_cast<int64_t>(r & 0xffffffffu) - static_cast<int64_t>(r >> 32);
+        if (left > most) most = left, victim = v;
+      }
+      if (victim < 0) break;
+      if (claim(shares[victim], false, b)) run(b);
+    }
   }
 }
 
