@@ -167,12 +167,14 @@ void reduce_typed(const ReduceArgs& args) {
   if (is_unit(red)) {  // each output reduces one contiguous row
     constexpr int64_t kStretch = 1 << 16;
     if (M < 4 && R >= 4 * kStretch) {
-      // few long rows (a full reduction): threads take stretches of the row, merged in order
+      // few long rows (a full reduction): threads take stretches of the row, merged in
+      // order (the same result however they are shared); balanced, as the decode linear
+      // (src/cpu/loops.h), since a sum past the caches is a stream that a slow core holds up
       for (int64_t m = 0; m < M; ++m) {
         const T* row = x + offset_of(kept, m);
         const int64_t parts = (R + kStretch - 1) / kStretch;
         std::vector<Acc<A>> acc(static_cast<size_t>(parts));
-        parallel_for(parts, 1, [&](int64_t b, int64_t e) {
+        parallel_for_balanced(parts, 1, [&](int64_t b, int64_t e) {
           for (int64_t c = b; c < e; ++c)
             acc[c] = row_acc<T, A>(op, row + c * kStretch, std::min(kStretch, R - c * kStretch), c * kStretch,
                                    out_idx != nullptr);
