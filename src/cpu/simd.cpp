@@ -9,6 +9,7 @@
 #include "kiln/scalar_types.h"
 
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 HWY_BEFORE_NAMESPACE();
@@ -243,19 +244,26 @@ HWY_INLINE void dot_keys_rows(LoadRow row, size_t len, const float* HWY_RESTRICT
   }
 }
 
+// f(std::integral_constant<int, R>{}) for rows = R, 1..8: the attention kernels
+// hold R rows' sums in registers, so R is a compile-time count.
+template <class F>
+HWY_INLINE void with_row_count(int rows, F&& f) {
+  switch (rows) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    default: return f(std::integral_constant<int, 8>{});
+  }
+}
+
 template <class LoadRow>
 HWY_INLINE void dot_keys(LoadRow row, size_t len, const float* HWY_RESTRICT q, int rows, size_t dim,
                          float* HWY_RESTRICT scores, size_t score_stride) {
-  switch (rows) {
-    case 1: return dot_keys_rows<1>(row, len, q, dim, scores, score_stride);
-    case 2: return dot_keys_rows<2>(row, len, q, dim, scores, score_stride);
-    case 3: return dot_keys_rows<3>(row, len, q, dim, scores, score_stride);
-    case 4: return dot_keys_rows<4>(row, len, q, dim, scores, score_stride);
-    case 5: return dot_keys_rows<5>(row, len, q, dim, scores, score_stride);
-    case 6: return dot_keys_rows<6>(row, len, q, dim, scores, score_stride);
-    case 7: return dot_keys_rows<7>(row, len, q, dim, scores, score_stride);
-    default: return dot_keys_rows<8>(row, len, q, dim, scores, score_stride);
-  }
+  with_row_count(rows, [&](auto r) { dot_keys_rows<decltype(r)::value>(row, len, q, dim, scores, score_stride); });
 }
 
 // R rows' sums held in registers through all `len` value rows, C vectors of
@@ -297,16 +305,7 @@ HWY_INLINE void axpy_values_rows(LoadRow row, size_t len, const float* HWY_RESTR
 template <class LoadRow>
 HWY_INLINE void axpy_values(LoadRow row, size_t len, const float* HWY_RESTRICT p, size_t p_stride, int rows,
                             size_t dim, float* HWY_RESTRICT acc) {
-  switch (rows) {
-    case 1: return axpy_values_rows<1>(row, len, p, p_stride, dim, acc);
-    case 2: return axpy_values_rows<2>(row, len, p, p_stride, dim, acc);
-    case 3: return axpy_values_rows<3>(row, len, p, p_stride, dim, acc);
-    case 4: return axpy_values_rows<4>(row, len, p, p_stride, dim, acc);
-    case 5: return axpy_values_rows<5>(row, len, p, p_stride, dim, acc);
-    case 6: return axpy_values_rows<6>(row, len, p, p_stride, dim, acc);
-    case 7: return axpy_values_rows<7>(row, len, p, p_stride, dim, acc);
-    default: return axpy_values_rows<8>(row, len, p, p_stride, dim, acc);
-  }
+  with_row_count(rows, [&](auto r) { axpy_values_rows<decltype(r)::value>(row, len, p, p_stride, dim, acc); });
 }
 
 HWY_INLINE auto f32_row(const float* HWY_RESTRICT base, size_t stride) {
