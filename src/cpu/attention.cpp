@@ -71,12 +71,12 @@ void attention_decode(const AttentionDecodeArgs& a) {
               [&](const float* kr, size_t st) { simd::dot_keys_f32(kr, st, n, qf.data(), rows, dim, p.data(), n); },
               [&](const uint16_t* kr, size_t st) { simd::dot_keys_bf16(kr, st, n, qf.data(), rows, dim, p.data(), n); });
           float inv_sum[kHeadsPerTask];
-          for (int r = 0; r < rows; ++r) {
+          for (int r = 0; r < rows; ++r) {  // exp(score - max), in place, and 1 / its sum
             float* pr = p.data() + r * len;
-            const float m = *std::max_element(pr, pr + len);
-            float l = 0.0f;
-            for (int64_t s = 0; s < len; ++s) l += pr[s] = std::exp(pr[s] - m);
-            inv_sum[r] = 1.0f / l;
+            const float m = simd::extreme_f32(true, pr, n);
+            simd::binary_f32(BinaryOp::Sub, pr, false, &m, true, pr, n, 1.0f);
+            simd::unary_f32(UnaryOp::Exp, pr, pr, n);
+            inv_sum[r] = static_cast<float>(1.0 / simd::sum_f32(pr, n));
           }
           with_block(  // acc[r * D + j] += sum_s p[r * len + s] * (v row s)[j]
               v, vs2, len, D, stage,
