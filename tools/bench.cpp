@@ -115,7 +115,7 @@ int bench(const BenchOptions& opts) {
     if (is_copy) ceiling = gbs;
     if (is_read) read_ceiling = gbs;
     double share = gbs / (is_read ? read_ceiling : ceiling);
-    if (c.vs_read && dev.is_cpu())  // against the read ceiling run just before each call (tools/ceilings.h)
+    if (c.vs_read && dev.is_cpu())  // against the fastest of 3 read runs just before each call (tools/ceilings.h)
       share = share_of_read(read_input, c.bytes, opts.repeats, [&] {
                 const auto t0 = std::chrono::steady_clock::now();
                 c.run();
