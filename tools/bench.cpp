@@ -88,6 +88,11 @@ std::vector<Case> make_cases(Device dev, double scale, const Tensor& read_input)
   c.push_back({"linear bf16 1x4096->" + std::to_string(ln), 2.0 * ln * lk, 0, [=] { linear(lx, lw); }, true});
   c.push_back({"linear fp8w 1x4096->" + std::to_string(ln), 1.0 * ln * lk, 0,
                [=] { linear(lx, lw8, std::nullopt, ls); }, true});
+  // one-query attention over a 2048-token cache, Qwen3-0.6B's heads (16 q, 8 KV, 128):
+  // its 8 MB stay in the last-level cache across repeats, as one layer's would not
+  auto aq = randn({1, 16, 128}, bfloat16, dev), akv = randn({1, 8, 2048, 128}, bfloat16, dev);
+  auto alen = full({1}, 2048, int32, dev);
+  c.push_back({"attn decode bf16 2048 cached", 2.0 * akv.nbytes(), 0, [=] { attention_decode_cache(aq, akv, akv, alen); }});
   c.push_back({"transpose copy f32", 2 * f4, 0, [=] { m32.t().contiguous(); }});
   c.push_back({"matmul bf16 " + std::to_string(mm), 6.0 * mm * mm, 2.0 * mm * mm * mm, [=] { matmul(A, B); }});
   c.push_back({"matmul f32 " + std::to_string(mm), 12.0 * mm * mm, 2.0 * mm * mm * mm, [=] { matmul(A32, B32); }});
