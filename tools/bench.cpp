@@ -34,9 +34,7 @@ double median_us(Device dev, const std::function<void()>& fn, int repeats) {
       end.synchronize();
       t.push_back(start.elapsed_time(end) * 1000.0);
     } else {
-      const auto t0 = std::chrono::steady_clock::now();
-      fn();
-      t.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      t.push_back(wall_seconds(fn) * 1e6);
     }
   }
   std::sort(t.begin(), t.end());
@@ -121,11 +119,7 @@ int bench(const BenchOptions& opts) {
     if (is_read) read_ceiling = gbs;
     double share = gbs / (is_read ? read_ceiling : ceiling);
     if (c.vs_read && dev.is_cpu())  // against the fastest of 3 read runs just before each call (tools/ceilings.h)
-      share = share_of_read(read_input, c.bytes, opts.repeats, [&] {
-                const auto t0 = std::chrono::steady_clock::now();
-                c.run();
-                return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-              }).share;
+      share = share_of_read(read_input, c.bytes, opts.repeats, [&] { return wall_seconds(c.run); }).share;
     std::printf("%-28s %12.1f %10.1f %7.0f%% %10s\n", c.name.c_str(), us, gbs, 100 * share,
                 c.flops > 0 ? std::to_string(c.flops / us / 1e6).substr(0, 6).c_str() : "-");
   }

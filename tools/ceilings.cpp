@@ -33,11 +33,8 @@ ReadShare share_of_read(const Tensor& ceiling_input, double bytes, int pairs, co
   std::vector<double> shares, reads;
   for (int i = 0; i < pairs; ++i) {
     double read_seconds = 1e30;
-    for (int k = 0; k < 3; ++k) {
-      const auto t0 = std::chrono::steady_clock::now();
-      run_read_ceiling(ceiling_input);
-      read_seconds = std::min(read_seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
+    for (int k = 0; k < 3; ++k)
+      read_seconds = std::min(read_seconds, wall_seconds([&] { run_read_ceiling(ceiling_input); }));
     const double read_gbps = static_cast<double>(ceiling_input.nbytes()) / read_seconds / 1e9;
     const double gbps = bytes / timed() / 1e9;
     reads.push_back(read_gbps);

@@ -2,12 +2,21 @@
 // defined once so that both commands measure the same thing.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 
 #include "kiln/tensor.h"
 
 namespace kiln::tools {
+
+// The wall-clock seconds of one call of f (f synchronises what it times).
+template <class F>
+double wall_seconds(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 // The last-level cache of this CPU (32 MiB where the C library cannot say): data
 // that fits stays there across repeats, which no decode step sees.

@@ -74,8 +74,9 @@ void linear_typed(const LinearArgs& a) {
   X* out = a.out.data<X>();
   const int64_t os = a.out.stride(0);
   const auto body = [&](int64_t n0, int64_t n1) {
-    constexpr bool direct = !std::is_same_v<W, Half>;  // only fp16 goes through a widened row
-    std::vector<float> row(direct ? 0 : static_cast<size_t>(K));
+    // only fp16 goes through a widened row: one buffer a thread, kept across blocks and calls
+    thread_local std::vector<float> row;
+    if constexpr (std::is_same_v<W, Half>) row.resize(static_cast<size_t>(K));
     float acc[8];
     const char* const w_end = reinterpret_cast<const char*>(w + (N - 1) * ws + K);  // into the next block too
     const int64_t distance = prefetch_distance();
