@@ -18,7 +18,10 @@ void dot_rows_bf16(const uint16_t* w, const uint16_t* x, size_t x_stride, int ro
 
 // The same with float8_e4m3fn weights (their bits; NaN codes give NaN): the x
 // rows must be in e4m3 order (below), which the decode of 64 codes produces.
-void dot_rows_e4m3(const uint8_t* w, const uint16_t* x_e4m3_order, size_t x_stride, int rows, size_t k, float* acc);
+// prefetch_ahead > 0: each 64 codes also ask for the line that many bytes ahead
+// (non-temporal), which the caller chooses by CPU (see linear.cpp).
+void dot_rows_e4m3(const uint8_t* w, const uint16_t* x_e4m3_order, size_t x_stride, int rows, size_t k, float* acc,
+                   size_t prefetch_ahead = 0);
 // out = x (k bfloat16 values) reordered, within each whole block of 64, to the
 // order in which dot_rows_e4m3 decodes its weights.
 void to_e4m3_order(const uint16_t* x, uint16_t* out, size_t k);
