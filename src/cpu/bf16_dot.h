@@ -14,12 +14,14 @@ bool available();
 // acc[r] = sum_k w[k] * x[r * x_stride + k] for r < rows (1..8); w and x are
 // bfloat16 bits. Each product is exact; only the float32 sums round. Inputs
 // below bfloat16's normal range (|v| < 1.2e-38) count as zero.
-void dot_rows_bf16(const uint16_t* w, const uint16_t* x, size_t x_stride, int rows, size_t k, float* acc);
+// prefetch_ahead > 0: each 64 weights also ask for the lines that many bytes ahead
+// (non-temporal), which the caller chooses by CPU (see linear.cpp).
+void dot_rows_bf16(const uint16_t* w, const uint16_t* x, size_t x_stride, int rows, size_t k, float* acc,
+                   size_t prefetch_ahead = 0);
 
 // The same with float8_e4m3fn weights (their bits; NaN codes give NaN): the x
 // rows must be in e4m3 order (below), which the decode of 64 codes produces.
-// prefetch_ahead > 0: each 64 codes also ask for the line that many bytes ahead
-// (non-temporal), which the caller chooses by CPU (see linear.cpp).
+// prefetch_ahead: as above, for each 64 codes.
 void dot_rows_e4m3(const uint8_t* w, const uint16_t* x_e4m3_order, size_t x_stride, int rows, size_t k, float* acc,
                    size_t prefetch_ahead = 0);
 // out = x (k bfloat16 values) reordered, within each whole block of 64, to the

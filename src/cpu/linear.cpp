@@ -28,7 +28,7 @@ namespace {
 // 81% fp8, and a whole 0.6B decode step 48% against 53% fp8, 80% against 82% bf16
 // (medians of 30-38 alternations, each against a sum run just before it).
 // Shorter distances (256-2048) were better for some shapes and worse for others
-// there, so AMD gets none.
+// there, so AMD gets none of these (but see line_prefetch_ahead).
 inline int64_t prefetch_distance() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const int64_t distance = __builtin_cpu_is("amd") ? 0 : 8192;
@@ -38,16 +38,21 @@ inline int64_t prefetch_distance() {
 #endif
 }
 
-// The fp8 decode asks for a line 4 KB ahead of every 64 codes it decodes, on AMD
-// (where the row-wise prefetch above is off). Its 9 instructions per 64 codes hold
-// fewer loads in flight than a plain read, and a prefetch retires without waiting
-// for its line. 2-core Zen 5 VM, one row, medians of 38 alternations against the
-// fastest of 3 reads just before (the variant run second in a pair can gain or
-// lose from its place, so both orders where two figures): 130048 x 4096 92 -> 103%
-// and 95 -> 101% of the read (2 and 8 KB ahead: 94 and 98%); 43690 x 3072
-// 84 -> 101%; 65536 x 2048 85 -> 89%; 151936 x 1024 80 -> 82% and 71 -> 70%; a
-// Qwen3-0.6B fp8 decode step, compared in the same place, 51 -> 53% and 46 -> 46%.
-inline size_t fp8_prefetch_ahead() {
+// On AMD instead, the dot products ask for the line(s) 4 KB ahead of every 64
+// weights they read (non-temporal). The fp8 decode's 9 instructions per 64 codes
+// hold fewer loads in flight than a plain read, and a prefetch retires without
+// waiting for its line. 2-core Zen 5 VM, one row, medians of 30-38 alternations
+// against the fastest of 3 reads just before (the variant run second in a pair can
+// gain or lose from its place, so both orders where two figures):
+//  - fp8: 130048 x 4096 92 -> 103% and 95 -> 101% of the read (2 and 8 KB ahead:
+//    94 and 98%); 43690 x 3072 84 -> 101%; 65536 x 2048 85 -> 89%; 151936 x 1024
+//    80 -> 82% and 71 -> 70%; a Qwen3-0.6B fp8 decode step 51 -> 53% and 46 -> 46%;
+//  - bf16, the read slow (32 GB/s): 151936 x 1024 99 -> 107% and 111 -> 115%;
+//    130048 x 4096 121 -> 125% and 102 -> 106%; a Qwen3-0.6B decode step 73 -> 78%
+//    and 80 -> 93%. The read fast (69 GB/s): 130048 x 4096 82 -> 80%; the decode
+//    step 64 -> 74% and 69 -> 62% (each variant in one place each time): a gain
+//    when memory is slow, within the noise when it is fast.
+inline size_t line_prefetch_ahead() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   static const size_t ahead = __builtin_cpu_is("amd") ? 4096 : 0;
   return ahead;
@@ -98,17 +103,17 @@ void linear_typed(const LinearArgs& a) {
     float acc[8];
     const char* const w_end = reinterpret_cast<const char*>(w + (N - 1) * ws + K);  // into the next block too
     const int64_t distance = prefetch_distance();
-    const size_t fp8_ahead = fp8_prefetch_ahead();
+    const size_t line_ahead = line_prefetch_ahead();
     for (int64_t n = n0; n < n1; ++n) {
       if (distance > 0)
         prefetch_ahead(reinterpret_cast<const char*>(w + n * ws), K * static_cast<int64_t>(sizeof(W)), w_end, distance);
       if (use_bf16_dot) {
         if constexpr (std::is_same_v<W, Float8_e4m3fn>)
           bf16_dot::dot_rows_e4m3(reinterpret_cast<const uint8_t*>(w + n * ws), xb.data(), static_cast<size_t>(K),
-                                  static_cast<int>(R), static_cast<size_t>(K), acc, fp8_ahead);
+                                  static_cast<int>(R), static_cast<size_t>(K), acc, line_ahead);
         else
           bf16_dot::dot_rows_bf16(reinterpret_cast<const uint16_t*>(w + n * ws), xb.data(), static_cast<size_t>(K),
-                                  static_cast<int>(R), static_cast<size_t>(K), acc);
+                                  static_cast<int>(R), static_cast<size_t>(K), acc, line_ahead);
       } else if constexpr (std::is_same_v<W, BFloat16>) {
         simd::dot_rows_bf16(reinterpret_cast<const uint16_t*>(w + n * ws), xf.data(), static_cast<size_t>(K),
                             static_cast<int>(R), static_cast<size_t>(K), acc);
