@@ -29,14 +29,16 @@ namespace {
 // (medians of 30-38 alternations, each against a sum run just before it).
 // Shorter distances (256-2048) were better for some shapes and worse for others
 // there, so AMD gets none of these (but see line_prefetch_ahead).
-inline int64_t prefetch_distance() {
+inline bool cpu_is_amd() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const int64_t distance = __builtin_cpu_is("amd") ? 0 : 8192;
-  return distance;
+  static const bool amd = __builtin_cpu_is("amd");
+  return amd;
 #else
-  return 8192;
+  return false;
 #endif
 }
+
+inline int64_t prefetch_distance() { return cpu_is_amd() ? 0 : 8192; }
 
 // On AMD instead, the dot products ask for the line(s) 4 KB ahead of every 64
 // weights they read (non-temporal). The fp8 decode's 9 instructions per 64 codes
@@ -52,14 +54,7 @@ inline int64_t prefetch_distance() {
 //    and 80 -> 93%. The read fast (69 GB/s): 130048 x 4096 82 -> 80%; the decode
 //    step 64 -> 74% and 69 -> 62% (each variant in one place each time): a gain
 //    when memory is slow, within the noise when it is fast.
-inline size_t line_prefetch_ahead() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const size_t ahead = __builtin_cpu_is("amd") ? 4096 : 0;
-  return ahead;
-#else
-  return 0;
-#endif
-}
+inline size_t line_prefetch_ahead() { return cpu_is_amd() ? 4096 : 0; }
 
 inline void prefetch_ahead(const char* row, int64_t bytes, const char* end, int64_t distance) {
   for (int64_t off = 0; off < bytes; off += 64) {
