@@ -10,6 +10,7 @@
 
 #include "core/backend.h"
 #include "core/dispatch.h"
+#include "cpu/prefetch.h"
 #include "cpu/simd.h"
 #include "cpu/widen.h"
 
@@ -48,6 +49,7 @@ void attention_decode(const AttentionDecodeArgs& a) {
     const int32_t* seq_lens = a.seq_lens.defined() ? a.seq_lens.data<int32_t>() : nullptr;
     const T *q_base = a.q.data<T>(), *k_base = a.k.data<T>(), *v_base = a.v.data<T>();
     T* out_base = a.out.data<T>();
+    const size_t ahead = line_prefetch_ahead();  // cpu/prefetch.h
 #pragma omp parallel for collapse(3) schedule(static)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t kvh = 0; kvh < Hkv; ++kvh)
@@ -69,7 +71,9 @@ void attention_decode(const AttentionDecodeArgs& a) {
           with_block(  // p[r * len + s] = dot(k row s, q + r * D)
               k, ks2, len, D, stage,
               [&](const float* kr, size_t st) { simd::dot_keys_f32(kr, st, n, qf.data(), rows, dim, p.data(), n); },
-              [&](const uint16_t* kr, size_t st) { simd::dot_keys_bf16(kr, st, n, qf.data(), rows, dim, p.data(), n); });
+              [&](const uint16_t* kr, size_t st) {
+                simd::dot_keys_bf16(kr, st, n, qf.data(), rows, dim, p.data(), n, ahead);
+              });
           float inv_sum[kHeadsPerTask];
           for (int r = 0; r < rows; ++r) {  // exp(score - max), in place, and 1 / its sum
             float* pr = p.data() + r * len;
@@ -82,7 +86,7 @@ void attention_decode(const AttentionDecodeArgs& a) {
               v, vs2, len, D, stage,
               [&](const float* vr, size_t st) { simd::axpy_values_f32(vr, st, n, p.data(), n, rows, dim, acc.data()); },
               [&](const uint16_t* vr, size_t st) {
-                simd::axpy_values_bf16(vr, st, n, p.data(), n, rows, dim, acc.data());
+                simd::axpy_values_bf16(vr, st, n, p.data(), n, rows, dim, acc.data(), ahead);
               });
           for (int r = 0; r < rows; ++r)
             for (int64_t d = 0; d < D; ++d) out[r * D + d] = T(acc[r * D + d] * inv_sum[r]);

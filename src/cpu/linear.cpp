@@ -8,6 +8,7 @@
 #include "core/dispatch.h"
 #include "cpu/bf16_dot.h"
 #include "cpu/loops.h"
+#include "cpu/prefetch.h"
 #include "cpu/simd.h"
 #include "cpu/widen.h"
 
@@ -28,33 +29,8 @@ namespace {
 // 81% fp8, and a whole 0.6B decode step 48% against 53% fp8, 80% against 82% bf16
 // (medians of 30-38 alternations, each against a sum run just before it).
 // Shorter distances (256-2048) were better for some shapes and worse for others
-// there, so AMD gets none of these (but see line_prefetch_ahead).
-inline bool cpu_is_amd() {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  static const bool amd = __builtin_cpu_is("amd");
-  return amd;
-#else
-  return false;
-#endif
-}
-
+// there, so AMD gets none of these (but see cpu/prefetch.h).
 inline int64_t prefetch_distance() { return cpu_is_amd() ? 0 : 8192; }
-
-// On AMD instead, the dot products ask for the line(s) 4 KB ahead of every 64
-// weights they read (non-temporal). The fp8 decode's 9 instructions per 64 codes
-// hold fewer loads in flight than a plain read, and a prefetch retires without
-// waiting for its line. 2-core Zen 5 VM, one row, medians of 30-38 alternations
-// against the fastest of 3 reads just before (the variant run second in a pair can
-// gain or lose from its place, so both orders where two figures):
-//  - fp8: 130048 x 4096 92 -> 103% and 95 -> 101% of the read (2 and 8 KB ahead:
-//    94 and 98%); 43690 x 3072 84 -> 101%; 65536 x 2048 85 -> 89%; 151936 x 1024
-//    80 -> 82% and 71 -> 70%; a Qwen3-0.6B fp8 decode step 51 -> 53% and 46 -> 46%;
-//  - bf16, the read slow (32 GB/s): 151936 x 1024 99 -> 107% and 111 -> 115%;
-//    130048 x 4096 121 -> 125% and 102 -> 106%; a Qwen3-0.6B decode step 73 -> 78%
-//    and 80 -> 93%. The read fast (69 GB/s): 130048 x 4096 82 -> 80%; the decode
-//    step 64 -> 74% and 69 -> 62% (each variant in one place each time): a gain
-//    when memory is slow, within the noise when it is fast.
-inline size_t line_prefetch_ahead() { return cpu_is_amd() ? 4096 : 0; }
 
 inline void prefetch_ahead(const char* row, int64_t bytes, const char* end, int64_t distance) {
   for (int64_t off = 0; off < bytes; off += 64) {

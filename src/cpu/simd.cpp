@@ -206,8 +206,8 @@ HWY_INLINE void axpy_rows(LoadW load_w, WeightAt weight, const float* HWY_RESTRI
 // arithmetic (head_dim 128: 413 us for 2048 keys of 8 KV heads, 20 GB/s).
 // KG keys at a time against R query rows (R * KG = 8 accumulators): each q vector
 // is loaded once for the group's keys.
-template <int R, class LoadRow>
-HWY_INLINE void dot_keys_rows(LoadRow row, size_t len, const float* HWY_RESTRICT q, size_t dim,
+template <int R, class LoadRow, class PrefetchRow>
+HWY_INLINE void dot_keys_rows(LoadRow row, PrefetchRow prefetch, size_t len, const float* HWY_RESTRICT q, size_t dim,
                               float* HWY_RESTRICT scores, size_t score_stride) {
   constexpr size_t KG = R >= 8 ? 1 : 8 / R;
   const hn::ScalableTag<float> d;
@@ -215,6 +215,7 @@ HWY_INLINE void dot_keys_rows(LoadRow row, size_t len, const float* HWY_RESTRICT
   using V = hn::Vec<decltype(d)>;
   size_t s = 0;
   for (; s + KG <= len; s += KG) {
+    for (size_t k = 0; k < KG; ++k) prefetch(s + k);
     V acc[KG][R];
     for (size_t k = 0; k < KG; ++k)
       for (int r = 0; r < R; ++r) acc[k][r] = hn::Zero(d);
@@ -260,17 +261,19 @@ HWY_INLINE void with_row_count(int rows, F&& f) {
   }
 }
 
-template <class LoadRow>
-HWY_INLINE void dot_keys(LoadRow row, size_t len, const float* HWY_RESTRICT q, int rows, size_t dim,
-                         float* HWY_RESTRICT scores, size_t score_stride) {
-  with_row_count(rows, [&](auto r) { dot_keys_rows<decltype(r)::value>(row, len, q, dim, scores, score_stride); });
+template <class LoadRow, class PrefetchRow>
+HWY_INLINE void dot_keys(LoadRow row, PrefetchRow prefetch, size_t len, const float* HWY_RESTRICT q, int rows,
+                         size_t dim, float* HWY_RESTRICT scores, size_t score_stride) {
+  with_row_count(rows, [&](auto r) {
+    dot_keys_rows<decltype(r)::value>(row, prefetch, len, q, dim, scores, score_stride);
+  });
 }
 
 // R rows' sums held in registers through all `len` value rows, C vectors of
 // dim at a time (R * C = 16 accumulators); what is left of dim, as axpy_rows.
-template <int R, class LoadRow>
-HWY_INLINE void axpy_values_rows(LoadRow row, size_t len, const float* HWY_RESTRICT p, size_t p_stride, size_t dim,
-                                 float* HWY_RESTRICT acc) {
+template <int R, class LoadRow, class PrefetchRow>
+HWY_INLINE void axpy_values_rows(LoadRow row, PrefetchRow prefetch, size_t len, const float* HWY_RESTRICT p,
+                                 size_t p_stride, size_t dim, float* HWY_RESTRICT acc) {
   const hn::ScalableTag<float> d;
   const size_t L = hn::Lanes(d);
   constexpr size_t C = 16 / R;
@@ -281,6 +284,7 @@ HWY_INLINE void axpy_values_rows(LoadRow row, size_t len, const float* HWY_RESTR
     for (int r = 0; r < R; ++r)
       for (size_t c = 0; c < C; ++c) a[r][c] = hn::LoadU(d, acc + r * dim + j0 + c * L);
     for (size_t s = 0; s < len; ++s) {
+      if (j0 == 0) prefetch(s);
       const auto load_w = row(s).first;
       V w[C];
       for (size_t c = 0; c < C; ++c) w[c] = load_w(d, j0 + c * L);
@@ -302,10 +306,12 @@ HWY_INLINE void axpy_values_rows(LoadRow row, size_t len, const float* HWY_RESTR
   }
 }
 
-template <class LoadRow>
-HWY_INLINE void axpy_values(LoadRow row, size_t len, const float* HWY_RESTRICT p, size_t p_stride, int rows,
-                            size_t dim, float* HWY_RESTRICT acc) {
-  with_row_count(rows, [&](auto r) { axpy_values_rows<decltype(r)::value>(row, len, p, p_stride, dim, acc); });
+template <class LoadRow, class PrefetchRow>
+HWY_INLINE void axpy_values(LoadRow row, PrefetchRow prefetch, size_t len, const float* HWY_RESTRICT p,
+                            size_t p_stride, int rows, size_t dim, float* HWY_RESTRICT acc) {
+  with_row_count(rows, [&](auto r) {
+    axpy_values_rows<decltype(r)::value>(row, prefetch, len, p, p_stride, dim, acc);
+  });
 }
 
 HWY_INLINE auto f32_row(const float* HWY_RESTRICT base, size_t stride) {
@@ -322,21 +328,34 @@ HWY_INLINE auto bf16_row(const uint16_t* HWY_RESTRICT base, size_t stride) {
   };
 }
 
+// Asks (non-temporal) for the lines of cache row s `ahead` bytes past it, as the
+// kernels reach row s; nothing when ahead is 0.
+HWY_INLINE auto bf16_row_prefetch(const uint16_t* base, size_t stride, size_t dim, size_t ahead) {
+  return [=](size_t s) {
+    if (ahead == 0) return;
+    const char* p = reinterpret_cast<const char*>(base + s * stride) + ahead;
+    for (size_t o = 0; o < dim * sizeof(uint16_t); o += 64) __builtin_prefetch(p + o, 0, 0);
+  };
+}
+constexpr auto kNoPrefetch = [](size_t) {};
+
 void DotKeysF32(const float* HWY_RESTRICT k, size_t k_stride, size_t len, const float* HWY_RESTRICT q, int rows,
                 size_t dim, float* HWY_RESTRICT scores, size_t score_stride) {
-  dot_keys(f32_row(k, k_stride), len, q, rows, dim, scores, score_stride);
+  dot_keys(f32_row(k, k_stride), kNoPrefetch, len, q, rows, dim, scores, score_stride);
 }
 void DotKeysBF16(const uint16_t* HWY_RESTRICT k, size_t k_stride, size_t len, const float* HWY_RESTRICT q, int rows,
-                 size_t dim, float* HWY_RESTRICT scores, size_t score_stride) {
-  dot_keys(bf16_row(k, k_stride), len, q, rows, dim, scores, score_stride);
+                 size_t dim, float* HWY_RESTRICT scores, size_t score_stride, size_t prefetch_ahead) {
+  dot_keys(bf16_row(k, k_stride), bf16_row_prefetch(k, k_stride, dim, prefetch_ahead), len, q, rows, dim, scores,
+           score_stride);
 }
 void AxpyValuesF32(const float* HWY_RESTRICT v, size_t v_stride, size_t len, const float* HWY_RESTRICT p,
                    size_t p_stride, int rows, size_t dim, float* HWY_RESTRICT acc) {
-  axpy_values(f32_row(v, v_stride), len, p, p_stride, rows, dim, acc);
+  axpy_values(f32_row(v, v_stride), kNoPrefetch, len, p, p_stride, rows, dim, acc);
 }
 void AxpyValuesBF16(const uint16_t* HWY_RESTRICT v, size_t v_stride, size_t len, const float* HWY_RESTRICT p,
-                    size_t p_stride, int rows, size_t dim, float* HWY_RESTRICT acc) {
-  axpy_values(bf16_row(v, v_stride), len, p, p_stride, rows, dim, acc);
+                    size_t p_stride, int rows, size_t dim, float* HWY_RESTRICT acc, size_t prefetch_ahead) {
+  axpy_values(bf16_row(v, v_stride), bf16_row_prefetch(v, v_stride, dim, prefetch_ahead), len, p, p_stride, rows,
+              dim, acc);
 }
 
 // float8_e4m3fn codes (L of them from p) decoded in registers with integer ops:
@@ -577,16 +596,16 @@ void dot_keys_f32(const float* k, size_t k_stride, size_t len, const float* q, i
   HWY_DYNAMIC_DISPATCH(DotKeysF32)(k, k_stride, len, q, rows, dim, scores, score_stride);
 }
 void dot_keys_bf16(const uint16_t* k, size_t k_stride, size_t len, const float* q, int rows, size_t dim, float* scores,
-                   size_t score_stride) {
-  HWY_DYNAMIC_DISPATCH(DotKeysBF16)(k, k_stride, len, q, rows, dim, scores, score_stride);
+                   size_t score_stride, size_t prefetch_ahead) {
+  HWY_DYNAMIC_DISPATCH(DotKeysBF16)(k, k_stride, len, q, rows, dim, scores, score_stride, prefetch_ahead);
 }
 void axpy_values_f32(const float* v, size_t v_stride, size_t len, const float* p, size_t p_stride, int rows,
                      size_t dim, float* acc) {
   HWY_DYNAMIC_DISPATCH(AxpyValuesF32)(v, v_stride, len, p, p_stride, rows, dim, acc);
 }
 void axpy_values_bf16(const uint16_t* v, size_t v_stride, size_t len, const float* p, size_t p_stride, int rows,
-                      size_t dim, float* acc) {
-  HWY_DYNAMIC_DISPATCH(AxpyValuesBF16)(v, v_stride, len, p, p_stride, rows, dim, acc);
+                      size_t dim, float* acc, size_t prefetch_ahead) {
+  HWY_DYNAMIC_DISPATCH(AxpyValuesBF16)(v, v_stride, len, p, p_stride, rows, dim, acc, prefetch_ahead);
 }
 bool cast_run(DType dst, void* out, DType src, const void* in, size_t n, bool saturate) {
   return HWY_DYNAMIC_DISPATCH(CastRun)(dst, out, src, in, n, saturate);

@@ -26,13 +26,15 @@ void dot_rows_e4m3(const uint8_t* w, const float* x, size_t x_stride, int rows, 
 // scores[r * score_stride + s] = dot(k row s, q + r * dim);
 void dot_keys_f32(const float* k, size_t k_stride, size_t len, const float* q, int rows, size_t dim, float* scores,
                   size_t score_stride);
+// bfloat16 rows: prefetch_ahead > 0 asks (non-temporal) for the lines that many
+// bytes past each row as the kernel reaches it.
 void dot_keys_bf16(const uint16_t* k, size_t k_stride, size_t len, const float* q, int rows, size_t dim, float* scores,
-                   size_t score_stride);
+                   size_t score_stride, size_t prefetch_ahead = 0);
 // acc[r * dim + j] += sum_s p[r * p_stride + s] * (v row s)[j].
 void axpy_values_f32(const float* v, size_t v_stride, size_t len, const float* p, size_t p_stride, int rows,
                      size_t dim, float* acc);
 void axpy_values_bf16(const uint16_t* v, size_t v_stride, size_t len, const float* p, size_t p_stride, int rows,
-                      size_t dim, float* acc);
+                      size_t dim, float* acc, size_t prefetch_ahead = 0);
 
 // Contiguous casts among float32, bfloat16 and float8_e4m3fn, bit-exact with the
 // scalar rules of kiln::bits; false (nothing written) for any other pair.
