@@ -1,7 +1,6 @@
 // kiln bench: times kiln's ops alone on one device and prints the same table as
 // bench/bench.py (which adds PyTorch beside it on a GPU machine).
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <vector>

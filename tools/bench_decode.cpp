@@ -93,12 +93,12 @@ int bench_decode(const BenchDecodeOptions& opts) {
     int64_t tokens = opts.decode_tokens;
     double decode_seconds = 0;
     const auto decode_some = [&](int64_t n) {
-      const auto t1 = std::chrono::steady_clock::now();
-      for (int64_t i = 0; i < n; ++i) {
-        logits = model.forward(Tensor::from_vector(std::vector<int64_t>{id}, {1}, DType::Int64, kCPU));
-        id = argmax(logits.view({-1})).item<int64_t>();
-      }
-      const double s = seconds_since(t1);
+      const double s = wall_seconds([&] {
+        for (int64_t i = 0; i < n; ++i) {
+          logits = model.forward(Tensor::from_vector(std::vector<int64_t>{id}, {1}, DType::Int64, kCPU));
+          id = argmax(logits.view({-1})).item<int64_t>();
+        }
+      });
       decode_seconds += s;
       return s;
     };

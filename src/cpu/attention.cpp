@@ -1,7 +1,8 @@
 // CPU one-query attention (decode). The query heads that share a KV head go
 // together (up to 8 at a time), so each key and value row is read once for all
 // of them: scores by simd::dot_keys, a stable softmax in float32, the weighted
-// sum of values by simd::axpy_values, each over the whole block of cache rows. (batch, KV head, head chunk) tasks run in parallel.
+// sum of values by simd::axpy_values, each over the whole block of cache rows.
+// (batch, KV head, head chunk) tasks run in parallel.
 #include <algorithm>
 #include <cmath>
 #include <limits>

@@ -16,22 +16,8 @@ namespace kiln::cpu {
 
 namespace {
 
-// Asks for the bytes prefetch_distance() past a weight row (as many as the row
-// has, never past end) while the row is dotted. The best distance depends on the
-// CPU's own prefetchers. On a 2-core Xeon VM whose sum reads 31 GB/s, hardware
-// prefetch alone held weight streams from DRAM to ~22 GB/s; 8 KB ahead gave 26-30
-// for 1024 -> 151936 (an lm_head) and a Qwen3-0.6B decode step 62 -> 57 ms (4 and
-// 16 KB: less; 1 line in 2 or 4: slower); a weight that stays in its 260 MB L3
-// across calls pays for it (1 x 4096 -> 8192 bf16 repeated: 1255 -> 1600 us), but
-// decode reads every weight from DRAM. On a 2-core Zen 5 VM the same 8 KB made
-// it slower: 151936 x 1024 bf16 at 60% of the adjacent sum's GB/s against 91%
-// without, the 0.6B decode linears in sequence 61% against 84% bf16, 65% against
-// 81% fp8, and a whole 0.6B decode step 48% against 53% fp8, 80% against 82% bf16
-// (medians of 30-38 alternations, each against a sum run just before it).
-// Shorter distances (256-2048) were better for some shapes and worse for others
-// there, so AMD gets none of these (but see cpu/prefetch.h).
-inline int64_t prefetch_distance() { return cpu_is_amd() ? 0 : 8192; }
-
+// Asks for the bytes `distance` past a weight row (as many as the row has, never
+// past end) while the row is dotted; the distance is cpu/prefetch.h's choice.
 inline void prefetch_ahead(const char* row, int64_t bytes, const char* end, int64_t distance) {
   for (int64_t off = 0; off < bytes; off += 64) {
     const char* p = row + distance + off;
@@ -67,14 +53,14 @@ void linear_typed(const LinearArgs& a) {
   const X* bias = a.bias.defined() ? a.bias.data<X>() : nullptr;
   X* out = a.out.data<X>();
   const int64_t os = a.out.stride(0);
+  const int64_t distance = row_prefetch_distance();  // cpu/prefetch.h: one of the two, by CPU
+  const size_t line_ahead = line_prefetch_ahead();
   const auto body = [&](int64_t n0, int64_t n1) {
     // only fp16 goes through a widened row: one buffer a thread, kept across blocks and calls
     thread_local std::vector<float> row;
     if constexpr (std::is_same_v<W, Half>) row.resize(static_cast<size_t>(K));
     float acc[8];
     const char* const w_end = reinterpret_cast<const char*>(w + (N - 1) * ws + K);  // into the next block too
-    const int64_t distance = prefetch_distance();
-    const size_t line_ahead = line_prefetch_ahead();
     for (int64_t n = n0; n < n1; ++n) {
       if (distance > 0)
         prefetch_ahead(reinterpret_cast<const char*>(w + n * ws), K * static_cast<int64_t>(sizeof(W)), w_end, distance);
