@@ -102,36 +102,47 @@ void merge(ReduceOp op, Acc<A>& s, const Acc<A>& y) {
   }
 }
 
-// The state over row[0, n), indices counted from `base`. Sums, and max/min
-// without an index, of float types run through Highway (16-bit floats widened
-// in L1-sized chunks).
+// The state over row[0, n), indices counted from `base`. Sums and max/min of
+// float types run through Highway (16-bit floats widened in L1-sized chunks);
+// max/min with an index then look for the first element equal to the extreme (or
+// the first NaN), the one the scalar steps keep (a decode step's argmax over a
+// 151936-logit bf16 row: 188 -> 26 us on a 2-core Zen 5 VM).
 template <class T, class A>
 Acc<A> row_acc(ReduceOp op, const T* row, int64_t n, int64_t base, bool with_index) {
   Acc<A> s{identity<A>(op)};
   s.idx = base;  // the first element's index, kept when no element beats the identity (all -inf, say)
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     const bool sum = op == ReduceOp::Sum || op == ReduceOp::Mean;
-    const bool extreme = !with_index && (op == ReduceOp::Max || op == ReduceOp::Min) && n > 0;
+    const bool extreme = (op == ReduceOp::Max || op == ReduceOp::Min) && n > 0;
     if (sum || extreme) {
-      // folds a float32 chunk into s
-      auto fold = [&](const float* p, int64_t m) {
+      // calls f(float32 chunk, its length, its offset) over the row, in order, until f returns true
+      auto chunks = [&](auto f) {
+        if constexpr (std::is_same_v<T, float>) {
+          f(row, n, int64_t{0});
+        } else {
+          alignas(64) float buf[kStageChunk];
+          for (int64_t b = 0; b < n; b += kStageChunk) {
+            const int64_t m = std::min(kStageChunk, n - b);
+            widen(row + b, buf, m);
+            if (f(static_cast<const float*>(buf), m, b)) return;
+          }
+        }
+      };
+      chunks([&](const float* p, int64_t m, int64_t) {
         if (sum) {
           s.v += simd::sum_f32(p, static_cast<size_t>(m));
         } else {
           const float e = simd::extreme_f32(op == ReduceOp::Max, p, static_cast<size_t>(m));
           if (beats(op, static_cast<A>(e), s.v)) s.v = e;
         }
-      };
-      if constexpr (std::is_same_v<T, float>) {
-        fold(row, n);
-      } else {
-        alignas(64) float buf[kStageChunk];
-        for (int64_t b = 0; b < n; b += kStageChunk) {
-          const int64_t m = std::min(kStageChunk, n - b);
-          widen(row + b, buf, m);
-          fold(buf, m);
-        }
-      }
+        return false;
+      });
+      if (extreme && with_index)
+        chunks([&](const float* p, int64_t m, int64_t b) {
+          const auto j = static_cast<int64_t>(simd::find_first_f32(p, static_cast<size_t>(m), static_cast<float>(s.v)));
+          if (j < m) s.idx = base + b + j;
+          return j < m;
+        });
       return s;
     }
   }

@@ -556,6 +556,24 @@ float ExtremeF32(bool is_max, const float* HWY_RESTRICT in, size_t n) {
   return any_nan ? std::numeric_limits<float>::quiet_NaN() : r;
 }
 
+// The index of the first element of in[0, n) equal to value (the first NaN when
+// value is NaN); n when there is none.
+size_t FindFirstF32(const float* HWY_RESTRICT in, size_t n, float value) {
+  const DF d;
+  const size_t L = hn::Lanes(d);
+  const bool nan = value != value;
+  const auto v = hn::Set(d, value);
+  size_t i = 0;
+  for (; i + L <= n; i += L) {
+    const auto x = hn::LoadU(d, in + i);
+    const intptr_t j = hn::FindFirstTrue(d, nan ? hn::IsNaN(x) : hn::Eq(x, v));
+    if (j >= 0) return i + static_cast<size_t>(j);
+  }
+  for (; i < n; ++i)
+    if (nan ? in[i] != in[i] : in[i] == value) return i;
+  return n;
+}
+
 }  // namespace kiln::cpu::simd::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -573,6 +591,7 @@ HWY_EXPORT(AxpyValuesF32);
 HWY_EXPORT(AxpyValuesBF16);
 HWY_EXPORT(CastRun);
 HWY_EXPORT(ExtremeF32);
+HWY_EXPORT(FindFirstF32);
 
 bool unary_f32(UnaryOp op, const float* in, float* out, size_t n) {
   return HWY_DYNAMIC_DISPATCH(UnaryF32)(op, in, out, n);
@@ -611,5 +630,8 @@ bool cast_run(DType dst, void* out, DType src, const void* in, size_t n, bool sa
   return HWY_DYNAMIC_DISPATCH(CastRun)(dst, out, src, in, n, saturate);
 }
 float extreme_f32(bool is_max, const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(ExtremeF32)(is_max, in, n); }
+size_t find_first_f32(const float* in, size_t n, float value) {
+  return HWY_DYNAMIC_DISPATCH(FindFirstF32)(in, n, value);
+}
 }  // namespace kiln::cpu::simd
 #endif

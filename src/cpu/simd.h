@@ -41,5 +41,8 @@ void axpy_values_bf16(const uint16_t* v, size_t v_stride, size_t len, const floa
 bool cast_run(DType dst, void* out, DType src, const void* in, size_t n, bool saturate);
 // max (is_max) or min of n >= 1 floats; NaN when any is NaN.
 float extreme_f32(bool is_max, const float* in, size_t n);
+// The index of the first element equal to value (the first NaN when value is
+// NaN); n when there is none.
+size_t find_first_f32(const float* in, size_t n, float value);
 
 }  // namespace kiln::cpu::simd

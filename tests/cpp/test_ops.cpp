@@ -488,6 +488,39 @@ TEST(Memory, CpuCacheReusesLargeBlocks) {
   EXPECT_EQ(memory_stats(kCPU).reserved, base.reserved);
 }
 
+// argmax / argmin of 16-bit rows (a decode step's logits): the first extreme, or
+// the first NaN, as a scalar scan finds it, across the float32 staging chunks.
+TEST(Ops, ArgExtremeOfHalfRows) {
+  Generator g(5);
+  const int64_t n = 151936;
+  for (DType dt : {kiln::bfloat16, kiln::float16}) {
+    Tensor x = randn({2, n}, kiln::float32, kCPU, &g).to(dt);  // many ties after rounding
+    const auto v = x.tolist<double>();
+    for (int64_t r = 0; r < 2; ++r) {
+      int64_t amax_i = 0, amin_i = 0;
+      for (int64_t i = 1; i < n; ++i) {
+        if (v[r * n + i] > v[r * n + amax_i]) amax_i = i;
+        if (v[r * n + i] < v[r * n + amin_i]) amin_i = i;
+      }
+      EXPECT_EQ(argmax(x.select(0, r)).item<int64_t>(), amax_i) << dtype_name(dt);
+      EXPECT_EQ(argmin(x.select(0, r)).item<int64_t>(), amin_i) << dtype_name(dt);
+    }
+    // a tie of the largest value in two chunks: the first; then a NaN after both wins
+    Tensor t = full({n}, -1.0, dt);
+    t.narrow(0, 4097, 1).fill_(3.0);
+    t.narrow(0, 100000, 1).fill_(3.0);
+    EXPECT_EQ(argmax(t).item<int64_t>(), 4097);
+    t.narrow(0, 120000, 1).fill_(NAN);
+    EXPECT_EQ(argmax(t).item<int64_t>(), 120000);
+    EXPECT_EQ(argmin(t).item<int64_t>(), 120000);
+    EXPECT_EQ(argmax(full({n}, -INFINITY, dt)).item<int64_t>(), 0);
+    EXPECT_EQ(argmin(full({3}, INFINITY, dt)).item<int64_t>(), 0);
+    const auto [mv, mi] = max(x, 1);
+    EXPECT_EQ(mi.tolist<int64_t>(), (std::vector<int64_t>{argmax(x.select(0, 0)).item<int64_t>(),
+                                                          argmax(x.select(0, 1)).item<int64_t>()}));
+  }
+}
+
 // Full reductions of long rows split across threads: the merged result equals one pass.
 TEST(Ops, LongRowReductionsMergeInOrder) {
   Generator g(17);
