@@ -1,6 +1,8 @@
 // Checks shared by the op front doors, so messages read the same everywhere.
 #pragma once
 
+#include <algorithm>
+
 #include "core/check.h"
 #include "kiln/ops.h"
 
@@ -22,10 +24,26 @@ inline void check_same_device(const char* op, const Tensor& a, const Tensor& b) 
 // Integers of a host tensor (positions, lengths, ids) within [0, end) or, with
 // end_inclusive, [0, end]; on CUDA they are not read (that would wait for the
 // device), the kernels guard them. "<op>: <what> must lie in [0, end), got v".
+// int32 and int64 (every caller's) are scanned in place: amin and amax would cost a
+// decode step's qkv_rotary_cache more than its own work.
 inline void check_host_range(const char* op, const char* what, const Tensor& t, int64_t end,
                              bool end_inclusive = false) {
   if (t.is_cuda() || t.numel() == 0) return;
-  const int64_t lo = amin(t).item<int64_t>(), hi = amax(t).item<int64_t>();
+  int64_t lo = 0, hi = 0;
+  if ((t.dtype() == DType::Int32 || t.dtype() == DType::Int64) && t.is_contiguous()) {
+    auto scan = [&](const auto* p) {
+      lo = hi = p[0];
+      for (int64_t i = 1; i < t.numel(); ++i) {
+        lo = std::min<int64_t>(lo, p[i]);
+        hi = std::max<int64_t>(hi, p[i]);
+      }
+    };
+    if (t.dtype() == DType::Int32) scan(t.data<int32_t>());
+    else scan(t.data<int64_t>());
+  } else {
+    lo = amin(t).item<int64_t>();
+    hi = amax(t).item<int64_t>();
+  }
   KILN_CHECK(lo >= 0 && (end_inclusive ? hi <= end : hi < end), op, ": ", what, " must lie in [0, ", end,
              end_inclusive ? "]" : ")", ", got ", lo < 0 ? lo : hi);
 }
