@@ -57,6 +57,9 @@ class KvCacheOps(unittest.TestCase):
         qkv = kiln.zeros((1, 8 * 16))
         with self.assertRaisesRegex(kiln.Error, r"positions must lie in \[0, 4\), got 4"):
             kiln.qkv_rotary_cache(qkv, 4, 2, None, None, 1e-6, cos, sin, kiln.tensor([4]).to(kiln.int32), kc, vc)
+        with self.assertRaisesRegex(kiln.Error, r"positions must lie in \[0, 4\), got -1"):
+            kiln.qkv_rotary_cache(kiln.zeros((3, 8 * 16)), 4, 2, None, None, 1e-6, cos, sin,
+                                  kiln.tensor([1, -1, 3]).to(kiln.int32), kc, vc)
         with self.assertRaisesRegex(kiln.Error, r"qkv must be \[T, \(3 \+ 2 \* 2\) \* head_dim\]"):
             kiln.qkv_rotary_cache(qkv, 3, 2, None, None, 1e-6, cos, sin, kiln.tensor([0]).to(kiln.int32), kc, vc)
         with self.assertRaisesRegex(kiln.Error, "positions must be int32"):
@@ -90,6 +93,9 @@ class KvCacheOps(unittest.TestCase):
         with self.assertRaisesRegex(kiln.Error, r"seq_lens must lie in \[0, 4\], got 5"):
             kiln.attention_decode_cache(kiln.ones((1, 2, 8)), kiln.ones((1, 1, 4, 8)), kiln.ones((1, 1, 4, 8)),
                                         kiln.tensor([5]).to(kiln.int32))
+        with self.assertRaisesRegex(kiln.Error, r"seq_lens must lie in \[0, 4\], got -2"):
+            kiln.attention_decode_cache(kiln.ones((2, 2, 8)), kiln.ones((2, 1, 4, 8)), kiln.ones((2, 1, 4, 8)),
+                                        kiln.tensor([3, -2]).to(kiln.int32))
         with self.assertRaisesRegex(kiln.Error, "Hq a multiple of Hkv"):
             kiln.attention_decode_cache(kiln.ones((1, 3, 8)), kiln.ones((1, 2, 4, 8)), kiln.ones((1, 2, 4, 8)),
                                         kiln.tensor([1]).to(kiln.int32))
