@@ -40,12 +40,10 @@ void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, c
       std::vector<float> v(static_cast<size_t>(N));
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = xs + r * N;
-        if (res) {
-          for (int64_t i = 0; i < N; ++i) {  // rounded to T, as x + residual would be
-            const T s = T(static_cast<float>(xr[i]) + static_cast<float>(res[r * N + i]));
-            res_out[r * N + i] = s;
-            v[i] = static_cast<float>(s);
-          }
+        if (res) {  // the sum rounded to T, as x + residual would be (loops of one type each: they vectorise)
+          for (int64_t i = 0; i < N; ++i) v[i] = static_cast<float>(xr[i]) + static_cast<float>(res[r * N + i]);
+          narrow(v.data(), res_out + r * N, N);
+          widen(res_out + r * N, v.data(), N);
         } else {
           widen(xr, v.data(), N);
         }

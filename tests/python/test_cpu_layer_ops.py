@@ -75,6 +75,22 @@ class LayerOps(unittest.TestCase):
         with self.assertRaisesRegex(kiln.Error, r"weight must be \[64\]"):
             KF.rms_norm(kiln.tensor(x), (64,), kiln.zeros((32,)))
 
+    def test_rms_norm_residual_bf16_rounds_the_sum(self):
+        # bf16 inputs (rounded by kiln, read back exactly), the sum rounded to bf16 by an
+        # independent round-to-nearest-even on the float32 bits; one row (a decode step) and many
+        def bf16(a):
+            u = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
+            u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+            return u.astype(np.uint32).view(np.float32)
+        for rows in (1, 7):
+            x, r, w = (bf16(RNG.standard_normal(n).astype(np.float32)) for n in ((rows, 1024), (rows, 1024), 1024))
+            k = [kiln.tensor(t).to(kiln.bfloat16) for t in (x, r, w)]
+            y, s = kiln.rms_norm_residual(k[0], k[1], k[2], 1e-6)
+            xs = bf16(x + r)
+            np.testing.assert_array_equal(np.from_dlpack(s.to(kiln.float32)), xs)
+            ref = xs / np.sqrt((xs.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6) * w
+            np.testing.assert_allclose(np.from_dlpack(y.to(kiln.float32)), ref, rtol=8e-3, atol=8e-3)
+
     def test_silu_and_mul(self):
         x = RNG.standard_normal((4, 2 * 48)).astype(np.float32)
         g, u = x[:, :48].astype(np.float64), x[:, 48:]
