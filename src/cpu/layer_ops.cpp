@@ -15,15 +15,16 @@
 
 namespace kiln::cpu {
 
-// sum of v[i]^2 in double, four running sums (a decode step's rows are short:
-// one chain of double adds would be their whole cost)
-inline double sum_squares(const float* v, int64_t n) {
+// 1 / sqrt(mean(v^2) + eps), the squares summed in double in four running sums
+// (a decode step's rows are short: one chain of double adds would be their whole cost)
+inline float inv_rms(const float* v, int64_t n, float eps) {
   double s[4] = {0.0, 0.0, 0.0, 0.0};
   int64_t i = 0;
   for (; i + 4 <= n; i += 4)
     for (int j = 0; j < 4; ++j) s[j] += static_cast<double>(v[i + j]) * v[i + j];
   for (; i < n; ++i) s[0] += static_cast<double>(v[i]) * v[i];
-  return (s[0] + s[1]) + (s[2] + s[3]);
+  const double mean = ((s[0] + s[1]) + (s[2] + s[3])) / static_cast<double>(n);
+  return 1.0f / std::sqrt(static_cast<float>(mean) + eps);
 }
 
 void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, const Tensor& residual_out,
@@ -47,8 +48,7 @@ void rms_norm_rows(const Tensor& out, const Tensor& x, const Tensor& residual, c
         } else {
           widen(xr, v.data(), N);
         }
-        const double ms = sum_squares(v.data(), N) / static_cast<double>(N);
-        const float inv = 1.0f / std::sqrt(static_cast<float>(ms) + eps);
+        const float inv = inv_rms(v.data(), N, eps);
         T* o = os + r * N;
         for (int64_t i = 0; i < N; ++i) o[i] = T(v[i] * inv * (w ? static_cast<float>(w[i]) : 1.0f));
       }
@@ -182,8 +182,7 @@ void qkv_rotary_cache(const QkvRotaryCacheArgs& a) {
         T* dst = is_q ? q_out + (t * a.hq + j) * D : kc + (j - a.hq) * kcs0 + pos * kcs1;
         for (int64_t i = 0; i < D; ++i) x[i] = static_cast<float>(src[i]);
         if (norm) {
-          const double ms = sum_squares(x.data(), D) / static_cast<double>(D);
-          const float inv = 1.0f / std::sqrt(static_cast<float>(ms) + a.eps);
+          const float inv = inv_rms(x.data(), D, a.eps);
           for (int64_t i = 0; i < D; ++i) x[i] = static_cast<float>(T(x[i] * inv * static_cast<float>(norm[i])));
         }
         const float* c = cos + pos * half;
