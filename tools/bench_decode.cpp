@@ -24,21 +24,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The fastest of 5 timed runs of f, in seconds (f synchronises what it times).
-template <class F>
-double best_of_5_seconds(F f) {
-  double best = 1e30;
-  for (int i = 0; i < 5; ++i) best = std::min(best, wall_seconds(f));
-  return best;
-}
-
 // GB/s of a device-to-device copy of 1 GiB (CPU: 256 MiB): the read+write ceiling.
 double copy_gbps(Device d) {
   const int64_t n = (d.is_cuda() ? 1LL << 30 : 1LL << 28) / 4;
   const Tensor a = zeros({n}, DType::Float32, d), b = empty({n}, DType::Float32, d);
   b.copy_(a);
   sync(d);
-  return 2.0 * n * 4 / best_of_5_seconds([&] {
+  return 2.0 * n * 4 / fastest_seconds(5, [&] {
            b.copy_(a);
            sync(d);
          }) / 1e9;

@@ -31,9 +31,7 @@ double median(std::vector<double> v) {
 ReadShare share_of_read(const Tensor& ceiling_input, double bytes, int pairs, const std::function<double()>& timed) {
   std::vector<double> shares, reads;
   for (int i = 0; i < pairs; ++i) {
-    double read_seconds = 1e30;
-    for (int k = 0; k < 3; ++k)
-      read_seconds = std::min(read_seconds, wall_seconds([&] { run_read_ceiling(ceiling_input); }));
+    const double read_seconds = fastest_seconds(3, [&] { run_read_ceiling(ceiling_input); });
     const double read_gbps = static_cast<double>(ceiling_input.nbytes()) / read_seconds / 1e9;
     const double gbps = bytes / timed() / 1e9;
     reads.push_back(read_gbps);

@@ -2,6 +2,7 @@
 // defined once so that both commands measure the same thing.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -16,6 +17,14 @@ double wall_seconds(F&& f) {
   const auto t0 = std::chrono::steady_clock::now();
   f();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The fastest of n calls of f, in seconds.
+template <class F>
+double fastest_seconds(int n, F&& f) {
+  double best = 1e30;
+  for (int i = 0; i < n; ++i) best = std::min(best, wall_seconds(f));
+  return best;
 }
 
 // The last-level cache of this CPU (32 MiB where the C library cannot say): data
