@@ -79,7 +79,8 @@ KILN_HD float f16_to_f32(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   const uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | (mant << 13));
+  // inf, or a NaN made quiet (as F16C's VCVTPH2PS and PyTorch's conversion give)
+  if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x400000u : 0u));
   if (exp == 0) {
     // subnormal or zero: mant * 2^-24, exact in float
     const float v = static_cast<float>(mant) * 5.9604644775390625e-08f;

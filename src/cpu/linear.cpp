@@ -1,6 +1,6 @@
 // CPU few-rows linear (decode): threads split the output features; each weight
-// row is dotted with every input row (bf16 and fp8 decoded in registers, fp16
-// widened to float32 once in L1), so the weights are read from memory once per call.
+// row is dotted with every input row (bf16, fp16 and fp8 decoded in registers),
+// so the weights are read from memory once per call.
 #include <vector>
 
 #include "core/backend.h"
@@ -56,9 +56,6 @@ void linear_typed(const LinearArgs& a) {
   const int64_t distance = row_prefetch_distance();  // cpu/prefetch.h: one of the two, by CPU
   const size_t line_ahead = line_prefetch_ahead();
   const auto body = [&](int64_t n0, int64_t n1) {
-    // only fp16 goes through a widened row: one buffer a thread, kept across blocks and calls
-    thread_local std::vector<float> row;
-    if constexpr (std::is_same_v<W, Half>) row.resize(static_cast<size_t>(K));
     float acc[8];
     const char* const w_end = reinterpret_cast<const char*>(w + (N - 1) * ws + K);  // into the next block too
     for (int64_t n = n0; n < n1; ++n) {
@@ -77,15 +74,12 @@ void linear_typed(const LinearArgs& a) {
       } else if constexpr (std::is_same_v<W, Float8_e4m3fn>) {
         simd::dot_rows_e4m3(reinterpret_cast<const uint8_t*>(w + n * ws), xf.data(), static_cast<size_t>(K),
                             static_cast<int>(R), static_cast<size_t>(K), acc);
+      } else if constexpr (std::is_same_v<W, Half>) {
+        simd::dot_rows_f16(reinterpret_cast<const uint16_t*>(w + n * ws), xf.data(), static_cast<size_t>(K),
+                           static_cast<int>(R), static_cast<size_t>(K), acc);
       } else {
-        const float* wf;
-        if constexpr (std::is_same_v<W, float>) {
-          wf = w + n * ws;
-        } else {
-          widen(w + n * ws, row.data(), K);
-          wf = row.data();
-        }
-        simd::dot_rows_f32(wf, xf.data(), static_cast<size_t>(K), static_cast<int>(R), static_cast<size_t>(K), acc);
+        simd::dot_rows_f32(w + n * ws, xf.data(), static_cast<size_t>(K), static_cast<int>(R), static_cast<size_t>(K),
+                           acc);
       }
       const float s = scale ? scale[per_row ? n : 0] : 1.0f;
       for (int64_t r = 0; r < R; ++r) {

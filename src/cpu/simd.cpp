@@ -169,6 +169,28 @@ HWY_INLINE auto bf16_loader(const hwy::bfloat16_t* HWY_RESTRICT w) {
   };
 }
 
+// Highway's float16 conversions are IEEE (nearest even, inf, NaN) only through
+// F16C (AVX2 targets and up); its fallback for older targets truncates and
+// mishandles inf and NaN, so those targets convert lane by lane with kiln::bits.
+#undef KILN_SIMD_F16C  // this file is compiled once per target
+#if HWY_ARCH_X86 && HWY_TARGET < HWY_SSE4 && !defined(HWY_DISABLE_F16C)
+#define KILN_SIMD_F16C 1
+#endif
+
+// load_w for dot_rows over float16 weights: promoted in registers.
+HWY_INLINE auto f16_loader(const uint16_t* HWY_RESTRICT w) {
+  return [w](auto d, size_t i) {
+#ifdef KILN_SIMD_F16C
+    const hn::Rebind<hwy::float16_t, decltype(d)> dh;
+    return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(w + i)));
+#else
+    HWY_ALIGN float f[hn::MaxLanes(d)];
+    for (size_t j = 0; j < hn::Lanes(d); ++j) f[j] = kiln::bits::f16_to_f32(w[i + j]);
+    return hn::Load(d, f);
+#endif
+  };
+}
+
 void DotRowsF32(const float* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,
                 float* HWY_RESTRICT acc) {
   dot_rows([w](auto d, size_t i) { return hn::LoadU(d, w + i); }, [w](size_t j) { return w[j]; }, x, x_stride, rows,
@@ -180,6 +202,12 @@ void DotRowsBF16(const uint16_t* HWY_RESTRICT w_bits, const float* HWY_RESTRICT 
                  size_t k, float* HWY_RESTRICT acc) {
   const auto* w = reinterpret_cast<const hwy::bfloat16_t*>(w_bits);
   dot_rows(bf16_loader(w), [w](size_t j) { return hwy::F32FromBF16(w[j]); }, x, x_stride, rows, k, acc);
+}
+
+// float16 weights, promoted to float32 in registers (no widened copy).
+void DotRowsF16(const uint16_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride, int rows, size_t k,
+                float* HWY_RESTRICT acc) {
+  dot_rows(f16_loader(w), [w](size_t j) { return kiln::bits::f16_to_f32(w[j]); }, x, x_stride, rows, k, acc);
 }
 
 // acc[r * acc_stride + j] += p[r] * w[j] for r < rows, j < k: the transpose of
@@ -523,6 +551,22 @@ bool CastRun(DType dst, void* HWY_RESTRICT out, DType src, const void* HWY_RESTR
     auto* o = static_cast<uint16_t*>(out);
     cast_loop(n, [&](size_t i) { store_u16(bf16_codes(hn::BitCast(DU(), load_e4m3(DF(), u8 + i))), o + i); },
               [&](size_t i) { o[i] = kb::bf16_from_f32(kb::e4m3fn_to_f32(u8[i])); });
+#ifdef KILN_SIMD_F16C
+  } else if (dst == DType::Float32 && src == DType::Float16) {
+    auto* o = static_cast<float*>(out);
+    cast_loop(n, [&](size_t i) { hn::StoreU(f16_loader(u16)(DF(), i), DF(), o + i); },
+              [&](size_t i) { o[i] = kb::f16_to_f32(u16[i]); });
+  } else if (dst == DType::Float16 && src == DType::Float32) {
+    auto* o = static_cast<uint16_t*>(out);
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    cast_loop(n, [&](size_t i) {
+                auto v = hn::LoadU(DF(), f32 + i);
+                // a NaN becomes the quiet NaN of its sign first, as kiln::bits gives (sign | 0x7e00)
+                v = hn::IfThenElse(hn::IsNaN(v), hn::CopySign(hn::Set(DF(), std::numeric_limits<float>::quiet_NaN()), v), v);
+                hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(o + i));
+              },
+              [&](size_t i) { o[i] = kb::f16_from_f32(f32[i]); });
+#endif
   } else {
     return false;
   }
@@ -584,6 +628,7 @@ HWY_EXPORT(BinaryF32);
 HWY_EXPORT(SumF32);
 HWY_EXPORT(DotRowsF32);
 HWY_EXPORT(DotRowsBF16);
+HWY_EXPORT(DotRowsF16);
 HWY_EXPORT(DotRowsE4M3);
 HWY_EXPORT(DotKeysF32);
 HWY_EXPORT(DotKeysBF16);
@@ -606,6 +651,9 @@ void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, siz
 }
 void dot_rows_bf16(const uint16_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
   HWY_DYNAMIC_DISPATCH(DotRowsBF16)(w, x, x_stride, rows, k, acc);
+}
+void dot_rows_f16(const uint16_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
+  HWY_DYNAMIC_DISPATCH(DotRowsF16)(w, x, x_stride, rows, k, acc);
 }
 void dot_rows_e4m3(const uint8_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
   HWY_DYNAMIC_DISPATCH(DotRowsE4M3)(w, x, x_stride, rows, k, acc);

@@ -19,6 +19,8 @@ double sum_f32(const float* in, size_t n);
 void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
 // The same with bfloat16 weights (their bits), promoted in registers.
 void dot_rows_bf16(const uint16_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
+// The same with float16 weights (their bits), promoted in registers.
+void dot_rows_f16(const uint16_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
 // The same with float8_e4m3fn weights (their bits), decoded in registers.
 void dot_rows_e4m3(const uint8_t* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
 // One-query attention over `len` K or V cache rows of `dim` values, the rows
@@ -36,8 +38,9 @@ void axpy_values_f32(const float* v, size_t v_stride, size_t len, const float* p
 void axpy_values_bf16(const uint16_t* v, size_t v_stride, size_t len, const float* p, size_t p_stride, int rows,
                       size_t dim, float* acc, size_t prefetch_ahead = 0);
 
-// Contiguous casts among float32, bfloat16 and float8_e4m3fn, bit-exact with the
-// scalar rules of kiln::bits; false (nothing written) for any other pair.
+// Contiguous casts among float32, bfloat16 and float8_e4m3fn, and between float32
+// and float16 (on CPUs with F16C), bit-exact with the scalar rules of kiln::bits;
+// false (nothing written) for any other pair.
 bool cast_run(DType dst, void* out, DType src, const void* in, size_t n, bool saturate);
 // max (is_max) or min of n >= 1 floats; NaN when any is NaN.
 float extreme_f32(bool is_max, const float* in, size_t n);

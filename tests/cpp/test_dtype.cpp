@@ -231,6 +231,26 @@ TEST(DType, VectorisedCastsMatchScalarRules) {
     ASSERT_EQ(static_cast<uint32_t>(ef[i]), bits::f32_bits(want)) << int(e[i]);
     ASSERT_EQ(static_cast<uint16_t>(eb[i]), bits::bf16_from_f32(want)) << int(e[i]);
   }
+
+  // float16 both ways (F16C on x86): the sweep's floats, NaN payloads among them
+  const auto h = x.to(float16).view(int16).tolist<int>();
+  for (size_t i = 0; i < xs.size(); ++i)
+    ASSERT_EQ(static_cast<uint16_t>(h[i]), bits::f16_from_f32(xs[i])) << "x=" << xs[i];
+  // and every float16 code, signalling NaNs included, with a tail
+  std::vector<int16_t> hcodes((1 << 16) + 5);
+  for (size_t c = 0; c < hcodes.size(); ++c) hcodes[c] = static_cast<int16_t>(c);
+  const auto hf = Tensor::from_vector<int16_t>(hcodes, {static_cast<int64_t>(hcodes.size())}, int16)
+                      .view(float16).to(float32).view(int32).tolist<int64_t>();
+  for (size_t c = 0; c < hcodes.size(); ++c)
+    ASSERT_EQ(static_cast<uint32_t>(hf[c]), bits::f32_bits(bits::f16_to_f32(static_cast<uint16_t>(hcodes[c])))) << c;
+}
+
+// float16 NaN widens to a quiet NaN that keeps sign and payload, as F16C and PyTorch give
+TEST(HalfTypes, Float16NaNWidensQuiet) {
+  EXPECT_EQ(bits::f32_bits(bits::f16_to_f32(0x7c01)), 0x7fc02000u);  // signalling -> quiet
+  EXPECT_EQ(bits::f32_bits(bits::f16_to_f32(0xfe00)), 0xffc00000u);  // quiet stays quiet
+  EXPECT_EQ(bits::f32_bits(bits::f16_to_f32(0x7c00)), 0x7f800000u);  // inf stays inf
+  EXPECT_EQ(bits::f16_from_f32(bits::f16_to_f32(0x7c01)), 0x7e00);   // and narrows to the canonical NaN
 }
 
 // amax/amin of floats run through Highway: NaN anywhere wins, +-inf and -0 behave as torch's
