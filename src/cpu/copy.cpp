@@ -1,4 +1,5 @@
 // CPU copy/cast, fill, arange, where.
+#include <algorithm>
 #include <cstring>
 
 #include "core/backend.h"
@@ -17,6 +18,46 @@ void dispatch_any(DType dt, const char* op, F&& f) {
   }
   detail::dispatch_real(dt, op, f);
 }
+
+// A copy whose source runs contiguously along another dim than the destination
+// does (a transposed view made contiguous) goes tile by tile: a tile's source
+// lines stay in L1 while its rows are written. Run by run, every source element
+// of a run is on a line of its own (2048 x 2048 float32: 2.5 GB/s).
+constexpr int64_t kTile = 16;
+
+// The dim j > 0 along which the source is contiguous while the destination is
+// along dim 0; 0 when the copy is not such a transpose.
+int transposed_dim(const StridedLayout<2>& L) {
+  if (L.ndim < 2 || L.strides[0][0] != 1 || L.strides[1][0] == 1 || L.sizes[0] < kTile / 4) return 0;
+  for (int d = 1; d < L.ndim; ++d)
+    if (L.strides[1][d] == 1 && L.sizes[d] >= kTile / 4) return d;
+  return 0;
+}
+
+template <class D, class S>
+void copy_tiles(const StridedLayout<2>& L, int j, D* dst, const S* src, bool saturate) {
+  const int64_t n0 = L.sizes[0], nj = L.sizes[j], t0 = (n0 + kTile - 1) / kTile, tj = (nj + kTile - 1) / kTile;
+  const int64_t tiles = L.numel / (n0 * nj) * t0 * tj, dst_j = L.strides[0][j], src_0 = L.strides[1][0];
+  parallel_for(tiles, std::max<int64_t>(1, kParallelGrain / (kTile * kTile)), [&](int64_t first, int64_t last) {
+    for (int64_t t = first; t < last; ++t) {
+      const int64_t i0 = t % t0 * kTile, a0 = t / t0 % tj * kTile;  // along dim 0 and dim j
+      int64_t rest = t / (t0 * tj), od = 0, os = 0;
+      for (int d = 1; d < L.ndim; ++d) {
+        if (d == j) continue;
+        const int64_t idx = rest % L.sizes[d];
+        rest /= L.sizes[d];
+        od += idx * L.strides[0][d];
+        os += idx * L.strides[1][d];
+      }
+      const int64_t i1 = std::min(n0, i0 + kTile), a1 = std::min(nj, a0 + kTile);
+      for (int64_t a = a0; a < a1; ++a) {
+        D* d = dst + od + a * dst_j;
+        const S* s = src + os + a;
+        for (int64_t i = i0; i < i1; ++i) d[i] = detail::convert<D>(s[i * src_0], saturate);
+      }
+    }
+  });
+}
 }  // namespace
 
 void copy(const Tensor& dst, const Tensor& src, bool saturate) {
@@ -30,6 +71,7 @@ void copy(const Tensor& dst, const Tensor& src, bool saturate) {
       using S = typename decltype(stag)::type;
       D* d = reinterpret_cast<D*>(d0);
       const S* s = reinterpret_cast<const S*>(s0);
+      if (const int j = transposed_dim(L)) return copy_tiles(L, j, d, s, saturate);
       for_each_run(L, [&](const int64_t (&off)[2], const int64_t (&st)[2], int64_t n) {
         D* dp = d + off[0];
         const S* sp = s + off[1];
