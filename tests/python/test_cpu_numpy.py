@@ -87,6 +87,41 @@ class Ops(unittest.TestCase):
         self.assertClose(kiln.nn.functional.silu(ka), a / (1 + np.exp(-a)), rtol=2e-6)
         self.assertClose(ka ** 2, a ** 2)
 
+    def test_every_binary_and_compare_op_per_dtype(self):
+        # contiguous, one side a broadcast value (either side), and a transposed operand,
+        # long enough for the vector loops and their tails; NaN among the floats
+        import operator
+        cmps = [operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge]
+        for dt in [np.int8, np.uint8, np.int32, np.int64, np.float16, np.float32]:
+            is_float = np.issubdtype(dt, np.floating)
+            if is_float:
+                a = RNG.standard_normal((37, 29)).astype(dt)
+                b = RNG.standard_normal((37, 29)).astype(dt)
+                a[0, :3] = np.nan
+                b[1, 3:5] = a[1, 3:5]  # ties
+            else:
+                info = np.iinfo(dt)
+                lo, hi = max(info.min, -100), min(info.max, 100)
+                a = RNG.integers(lo, hi, (37, 29)).astype(dt)
+                b = RNG.integers(lo, hi, (37, 29)).astype(dt)
+            pairs = [(a, b), (a, b[2:3, 4:5]), (a[5:6, 7:8], b), (a, b.T.copy().T), (a.T, b.T)]
+            for x, y in pairs:
+                kx, ky = kiln.from_dlpack(np.ascontiguousarray(x)), kiln.from_dlpack(np.ascontiguousarray(y))
+                if x is a and y is not b and y.shape == b.shape:  # a transposed view in kiln, same values
+                    ky = kiln.from_dlpack(np.ascontiguousarray(y.T)).t()
+                for op in cmps:
+                    np.testing.assert_array_equal(npy(op(kx, ky).to(kiln.uint8)), op(x, y), err_msg=f"{dt.__name__} {op.__name__}")
+                with np.errstate(all="ignore"):
+                    refs = [(operator.add, x + y), (operator.sub, x - y), (operator.mul, x * y),
+                            (kiln.maximum, np.maximum(x, y)), (kiln.minimum, np.minimum(x, y))]
+                for kop, want in refs:
+                    got = npy(kop(kx, ky).contiguous())
+                    if is_float:
+                        np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32),
+                                                   rtol=1e-3 if dt == np.float16 else 1e-6, err_msg=f"{dt.__name__} {kop}")
+                    else:
+                        np.testing.assert_array_equal(got, want, err_msg=f"{dt.__name__} {kop}")
+
     def test_where(self):
         c = RNG.random((3, 4)) > 0.5
         a = RNG.standard_normal((3, 4)).astype(np.float32)
