@@ -1,4 +1,5 @@
 // CPU reductions over the [M kept, R reduced] view built by the front door.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -143,6 +144,29 @@ Acc<A> row_acc(ReduceOp op, const T* row, int64_t n, int64_t base, bool with_ind
           if (j < m) s.idx = base + b + j;
           return j < m;
         });
+      return s;
+    }
+  }
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool> && sizeof(T) <= 4) {
+    // max / min of integers up to 32 bits: one select per element and no switch, so the
+    // loop vectorises (amax of 4M int8: 0.63-0.95 -> 0.24 ms, uint8 1.2 -> 0.08 on a Zen 5
+    // core pair); the first index of the extreme by a second pass, as for floats. (64-bit
+    // lanes have no SIMD compare in the baseline x86-64 build: a chain of selects there
+    // was slower than the well-predicted branch of the steps below. Sums of integers
+    // arrive here as int64: the front door widens them.)
+    if ((op == ReduceOp::Max || op == ReduceOp::Min) && n > 0) {
+      A e = static_cast<A>(row[0]);
+      if (op == ReduceOp::Max)
+        for (int64_t r = 1; r < n; ++r) e = std::max(e, static_cast<A>(row[r]));
+      else
+        for (int64_t r = 1; r < n; ++r) e = std::min(e, static_cast<A>(row[r]));
+      s.v = e;
+      if (with_index)
+        for (int64_t r = 0; r < n; ++r)
+          if (static_cast<A>(row[r]) == e) {
+            s.idx = base + r;
+            break;
+          }
       return s;
     }
   }

@@ -147,6 +147,23 @@ class Ops(unittest.TestCase):
         self.assertClose(values, a.max(2))
         np.testing.assert_array_equal(npy(indices), a.argmax(2))
 
+    def test_integer_extremes_and_their_first_index(self):
+        # few values, so that ties are everywhere: the index is the first extreme's, as numpy's;
+        # the long row is split into stretches that threads share and merge
+        for dt in [np.int8, np.uint8, np.int16, np.int32, np.int64]:
+            for shape in [(7, 1001), (1, 300000)]:
+                a = RNG.integers(0, 9, shape).astype(dt)
+                if dt != np.uint8:
+                    a -= 4
+                ka = kiln.from_dlpack(a)
+                np.testing.assert_array_equal(npy(ka.amax(1)), a.max(1), err_msg=dt.__name__)
+                np.testing.assert_array_equal(npy(ka.amin(1)), a.min(1), err_msg=dt.__name__)
+                np.testing.assert_array_equal(npy(ka.argmax(1)), a.argmax(1), err_msg=dt.__name__)
+                np.testing.assert_array_equal(npy(ka.argmin(1)), a.argmin(1), err_msg=dt.__name__)
+                self.assertEqual(ka.argmax().item(), a.argmax())
+                self.assertEqual(ka.argmin().item(), a.argmin())
+                np.testing.assert_array_equal(npy(ka.amax(0)), a.max(0), err_msg=dt.__name__)  # strided rows
+
     def test_matmul(self):
         a = RNG.standard_normal((2, 3, 7, 5)).astype(np.float32)
         b = RNG.standard_normal((3, 5, 4)).astype(np.float32)
