@@ -404,6 +404,21 @@ HWY_INLINE hn::Vec<D> load_e4m3(D d, const uint8_t* HWY_RESTRICT p) {
   return hn::Or(v, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(di, 0x80)))));  // sign, NaN's too
 }
 
+// L float8_e5m2 codes from p as their exact float32 (a NaN made quiet, as kiln::bits).
+template <class D>
+HWY_INLINE hn::Vec<D> load_e5m2(D d, const uint8_t* HWY_RESTRICT p) {
+  const hn::RebindToSigned<D> di;
+  const auto b = hn::BitCast(di, hn::PromoteTo(hn::RebindToUnsigned<D>(), hn::LoadU(hn::Rebind<uint8_t, D>(), p)));
+  const auto mag = hn::And(b, hn::Set(di, 0x7f));
+  const auto normal = hn::BitCast(d, hn::Add(hn::ShiftLeft<21>(mag), hn::Set(di, 112 << 23)));
+  const auto sub = hn::Mul(hn::ConvertTo(d, mag), hn::Set(d, 1.52587890625e-05f));  // 2^-16
+  const auto inf_nan = hn::Or(hn::ShiftLeft<21>(mag), hn::Set(di, 0x7f800000));
+  const auto quiet = hn::IfThenElseZero(hn::Gt(mag, hn::Set(di, 0x7c)), hn::Set(di, 0x400000));
+  auto v = hn::IfThenElse(hn::RebindMask(d, hn::Lt(mag, hn::Set(di, 4))), sub, normal);
+  v = hn::IfThenElse(hn::RebindMask(d, hn::Gt(mag, hn::Set(di, 0x7b))), hn::BitCast(d, hn::Or(inf_nan, quiet)), v);
+  return hn::Or(v, hn::BitCast(d, hn::ShiftLeft<24>(hn::And(b, hn::Set(di, 0x80)))));
+}
+
 // dot_rows over e4m3 codes decoded one by one to their exact float32 (NaN included).
 HWY_INLINE void dot_rows_e4m3_exact(const uint8_t* HWY_RESTRICT w, const float* HWY_RESTRICT x, size_t x_stride,
                                     int rows, size_t k, float* HWY_RESTRICT acc) {
@@ -506,6 +521,23 @@ HWY_INLINE hn::Vec<DI> e4m3_codes(hn::Vec<DU> x, bool saturate) {
   return hn::Or(code, sign);
 }
 
+// float32 bits -> float8_e5m2 codes in the low byte of each lane (nearest even,
+// past 57344 + half a step to inf, NaN 0x7f).
+HWY_INLINE hn::Vec<DI> e5m2_codes(hn::Vec<DU> x) {
+  const DF df;
+  const DI di;
+  const auto sign = hn::And(hn::BitCast(di, hn::ShiftRight<24>(x)), hn::Set(di, 0x80));
+  const auto a = hn::BitCast(di, hn::And(x, hn::Set(DU(), 0x7fffffffu)));
+  // below 2^-14: adding 2^7 lets the FPU round to the subnormal unit 2^-16
+  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 128.0f))), hn::Set(di, 134 << 23));
+  const auto odd = hn::And(hn::ShiftRight<21>(a), hn::Set(di, 1));
+  const auto normal = hn::ShiftRight<21>(hn::Add(hn::Add(a, hn::Set(di, -(112 << 23) + 0xfffff)), odd));
+  auto code = hn::IfThenElse(hn::Lt(a, hn::Set(di, 113 << 23)), sub, normal);
+  code = hn::IfThenElse(hn::Gt(a, hn::Set(di, (143 << 23) - 1)), hn::Set(di, 0x7c), code);  // >= 2^16, inf
+  code = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7f), code);      // NaN
+  return hn::Or(code, sign);
+}
+
 HWY_INLINE hn::Vec<DU> load_f32_bits(const float* p) { return hn::BitCast(DU(), hn::LoadU(DF(), p)); }
 HWY_INLINE hn::Vec<DU> load_bf16_bits(const uint16_t* p) {
   return hn::ShiftLeft<16>(hn::PromoteTo(DU(), hn::LoadU(hn::Rebind<uint16_t, DU>(), p)));
@@ -551,6 +583,24 @@ bool CastRun(DType dst, void* HWY_RESTRICT out, DType src, const void* HWY_RESTR
     auto* o = static_cast<uint16_t*>(out);
     cast_loop(n, [&](size_t i) { store_u16(bf16_codes(hn::BitCast(DU(), load_e4m3(DF(), u8 + i))), o + i); },
               [&](size_t i) { o[i] = kb::bf16_from_f32(kb::e4m3fn_to_f32(u8[i])); });
+  } else if (dst == DType::Float8_e5m2 && (src == DType::Float32 || src == DType::BFloat16)) {
+    auto* o = static_cast<uint8_t*>(out);
+    if (src == DType::Float32)
+      cast_loop(n, [&](size_t i) { store_u8(e5m2_codes(load_f32_bits(f32 + i)), o + i); },
+                [&](size_t i) { o[i] = kb::e5m2_from_f32(f32[i]); });
+    else
+      cast_loop(n, [&](size_t i) { store_u8(e5m2_codes(load_bf16_bits(u16 + i)), o + i); },
+                [&](size_t i) { o[i] = kb::e5m2_from_f32(kb::bf16_to_f32(u16[i])); });
+  } else if (src == DType::Float8_e5m2 && (dst == DType::Float32 || dst == DType::BFloat16)) {
+    if (dst == DType::Float32) {
+      auto* o = static_cast<float*>(out);
+      cast_loop(n, [&](size_t i) { hn::StoreU(load_e5m2(DF(), u8 + i), DF(), o + i); },
+                [&](size_t i) { o[i] = kb::e5m2_to_f32(u8[i]); });
+    } else {
+      auto* o = static_cast<uint16_t*>(out);
+      cast_loop(n, [&](size_t i) { store_u16(bf16_codes(hn::BitCast(DU(), load_e5m2(DF(), u8 + i))), o + i); },
+                [&](size_t i) { o[i] = kb::bf16_from_f32(kb::e5m2_to_f32(u8[i])); });
+    }
 #ifdef KILN_SIMD_F16C
   } else if (dst == DType::Float32 && src == DType::Float16) {
     auto* o = static_cast<float*>(out);

@@ -38,8 +38,9 @@ void axpy_values_f32(const float* v, size_t v_stride, size_t len, const float* p
 void axpy_values_bf16(const uint16_t* v, size_t v_stride, size_t len, const float* p, size_t p_stride, int rows,
                       size_t dim, float* acc, size_t prefetch_ahead = 0);
 
-// Contiguous casts among float32, bfloat16 and float8_e4m3fn, and between float32
-// and float16 (on CPUs with F16C), bit-exact with the scalar rules of kiln::bits;
+// Contiguous casts among float32, bfloat16, float8_e4m3fn and float8_e5m2 (no
+// e4m3 <-> e5m2), and between float32 and float16 (on CPUs with F16C), bit-exact
+// with the scalar rules of kiln::bits;
 // false (nothing written) for any other pair.
 bool cast_run(DType dst, void* out, DType src, const void* in, size_t n, bool saturate);
 // max (is_max) or min of n >= 1 floats; NaN when any is NaN.

@@ -17,6 +17,7 @@ constexpr DType narrow_float_dtype() {
   if constexpr (std::is_same_v<T, Half>) return DType::Float16;
   else if constexpr (std::is_same_v<T, BFloat16>) return DType::BFloat16;
   else if constexpr (std::is_same_v<T, Float8_e4m3fn>) return DType::Float8_e4m3fn;
+  else if constexpr (std::is_same_v<T, Float8_e5m2>) return DType::Float8_e5m2;
   else return DType::Float32;  // none: the plain loop
 }
 

@@ -190,6 +190,7 @@ TEST(DType, TensorCastsSaturateOption) {
 // the scalar rules' bits (checked above against the exact reference), whole vectors and tails.
 TEST(DType, VectorisedCastsMatchScalarRules) {
   std::vector<float> xs = probe_values(4, 3, false);
+  for (float v : probe_values(5, 2, true)) xs.push_back(v);  // e5m2's codes, midpoints and neighbours
   for (float v : {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 1e-45f, -1e-45f, 1e-40f, 3.4e38f, -3.4e38f}) xs.push_back(v);
   for (uint64_t u = 0; u < (1ull << 32); u += 4093) {  // a sweep over every exponent, both signs
     float f;
@@ -230,6 +231,21 @@ TEST(DType, VectorisedCastsMatchScalarRules) {
     const float want = bits::e4m3fn_to_f32(e[i]);  // NaN keeps its sign, as on the GPU
     ASSERT_EQ(static_cast<uint32_t>(ef[i]), bits::f32_bits(want)) << int(e[i]);
     ASSERT_EQ(static_cast<uint16_t>(eb[i]), bits::bf16_from_f32(want)) << int(e[i]);
+  }
+
+  // float8_e5m2 from float32 and bfloat16, and every e5m2 code back (three times over, with a tail)
+  const auto e5 = x.to(float8_e5m2).view(uint8).tolist<int>();
+  const auto e5b = x.to(bfloat16).to(float8_e5m2).view(uint8).tolist<int>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ASSERT_EQ(e5[i], bits::e5m2_from_f32(xs[i])) << "x=" << xs[i];
+    ASSERT_EQ(e5b[i], bits::e5m2_from_f32(bits::bf16_to_f32(bits::bf16_from_f32(xs[i])))) << "x=" << xs[i];
+  }
+  auto e52 = Tensor::from_vector<uint8_t>(e, {static_cast<int64_t>(e.size())}, uint8).view(float8_e5m2);
+  const auto e5f = e52.to(float32).view(int32).tolist<int64_t>();
+  const auto e5bf = e52.to(bfloat16).view(int16).tolist<int>();
+  for (size_t i = 0; i < e.size(); ++i) {
+    ASSERT_EQ(static_cast<uint32_t>(e5f[i]), bits::f32_bits(bits::e5m2_to_f32(e[i]))) << int(e[i]);
+    ASSERT_EQ(static_cast<uint16_t>(e5bf[i]), bits::bf16_from_f32(bits::e5m2_to_f32(e[i]))) << int(e[i]);
   }
 
   // float16 both ways (F16C on x86): the sweep's floats, NaN payloads among them
