@@ -147,6 +147,23 @@ class Ops(unittest.TestCase):
         self.assertClose(values, a.max(2))
         np.testing.assert_array_equal(npy(indices), a.argmax(2))
 
+    def test_sums_over_outer_dims_and_softmax_of_half_floats(self):
+        # columns of float16 (a sum over dim 0 streams the rows), past one staging chunk
+        a = RNG.standard_normal((37, 2100, 3)).astype(np.float16)
+        ka = kiln.from_dlpack(a)
+        ref = a.astype(np.float64)
+        for dims in [0, (0, 2), 1]:
+            np.testing.assert_allclose(npy(ka.sum(dims).to(kiln.float32)), ref.sum(axis=dims), rtol=2e-3, atol=2e-2)
+            np.testing.assert_allclose(npy(ka.mean(dims).to(kiln.float32)), ref.mean(axis=dims), rtol=2e-3, atol=2e-3)
+        # softmax and log_softmax of float16 rows with -inf, against float64
+        x = RNG.standard_normal((5, 3001)).astype(np.float16) * 8
+        x[1, :7] = -np.inf
+        kx = kiln.from_dlpack(x)
+        xd = x.astype(np.float64)
+        lse = np.log(np.exp(xd - xd.max(1, keepdims=True)).sum(1, keepdims=True)) + xd.max(1, keepdims=True)
+        np.testing.assert_allclose(npy(kiln.softmax(kx, -1).to(kiln.float32)), np.exp(xd - lse), rtol=2e-3, atol=1e-7)
+        np.testing.assert_allclose(npy(kiln.log_softmax(kx, -1).to(kiln.float32)), xd - lse, rtol=2e-3, atol=2e-2)
+
     def test_integer_extremes_and_their_first_index(self):
         # few values, so that ties are everywhere: the index is the first extreme's, as numpy's;
         # the long row is split into stretches that threads share and merge
