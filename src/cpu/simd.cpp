@@ -505,38 +505,34 @@ HWY_INLINE hn::Vec<DI> bf16_codes(hn::Vec<DU> x) {
   return hn::IfThenElse(hn::Gt(mag, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7fc0), hn::BitCast(di, rounded));
 }
 
-// float32 bits -> float8_e4m3fn codes in the low byte of each lane.
-HWY_INLINE hn::Vec<DI> e4m3_codes(hn::Vec<DU> x, bool saturate) {
+// float32 bits -> the codes of a float8 with M mantissa bits and exponent bias
+// kBias, in the low byte of each lane, nearest even; magnitudes above the float32
+// bits `over` give `over_code`, NaN gives 0x7f.
+template <int M, int kBias>
+HWY_INLINE hn::Vec<DI> f8_codes(hn::Vec<DU> x, int32_t over, int32_t over_code) {
+  constexpr int kShift = 23 - M, kUnitExp = 1 - kBias - M;  // the subnormal unit is 2^kUnitExp
   const DF df;
   const DI di;
   const auto sign = hn::And(hn::BitCast(di, hn::ShiftRight<24>(x)), hn::Set(di, 0x80));
   const auto a = hn::BitCast(di, hn::And(x, hn::Set(DU(), 0x7fffffffu)));
-  // below 2^-6: adding 2^14 lets the FPU round to the subnormal unit 2^-9
-  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 16384.0f))), hn::Set(di, 141 << 23));
-  const auto odd = hn::And(hn::ShiftRight<20>(a), hn::Set(di, 1));
-  const auto normal = hn::ShiftRight<20>(hn::Add(hn::Add(a, hn::Set(di, -(120 << 23) + 0x7ffff)), odd));
-  auto code = hn::IfThenElse(hn::Lt(a, hn::Set(di, 121 << 23)), sub, normal);
-  code = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x43e80000)), hn::Set(di, saturate ? 0x7e : 0x7f), code);  // > 464
-  code = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7f), code);                     // NaN
+  // below the smallest normal: adding 2^(23 + kUnitExp) lets the FPU round to the subnormal unit
+  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, static_cast<float>(1 << (23 + kUnitExp))))),
+                           hn::Set(di, (127 + 23 + kUnitExp) << 23));
+  const auto odd = hn::And(hn::ShiftRight<kShift>(a), hn::Set(di, 1));
+  const auto normal =
+      hn::ShiftRight<kShift>(hn::Add(hn::Add(a, hn::Set(di, -((127 - kBias) << 23) + (1 << (kShift - 1)) - 1)), odd));
+  auto code = hn::IfThenElse(hn::Lt(a, hn::Set(di, (128 - kBias) << 23)), sub, normal);
+  code = hn::IfThenElse(hn::Gt(a, hn::Set(di, over)), hn::Set(di, over_code), code);
+  code = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7f), code);  // NaN
   return hn::Or(code, sign);
 }
 
-// float32 bits -> float8_e5m2 codes in the low byte of each lane (nearest even,
-// past 57344 + half a step to inf, NaN 0x7f).
-HWY_INLINE hn::Vec<DI> e5m2_codes(hn::Vec<DU> x) {
-  const DF df;
-  const DI di;
-  const auto sign = hn::And(hn::BitCast(di, hn::ShiftRight<24>(x)), hn::Set(di, 0x80));
-  const auto a = hn::BitCast(di, hn::And(x, hn::Set(DU(), 0x7fffffffu)));
-  // below 2^-14: adding 2^7 lets the FPU round to the subnormal unit 2^-16
-  const auto sub = hn::Sub(hn::BitCast(di, hn::Add(hn::BitCast(df, a), hn::Set(df, 128.0f))), hn::Set(di, 134 << 23));
-  const auto odd = hn::And(hn::ShiftRight<21>(a), hn::Set(di, 1));
-  const auto normal = hn::ShiftRight<21>(hn::Add(hn::Add(a, hn::Set(di, -(112 << 23) + 0xfffff)), odd));
-  auto code = hn::IfThenElse(hn::Lt(a, hn::Set(di, 113 << 23)), sub, normal);
-  code = hn::IfThenElse(hn::Gt(a, hn::Set(di, (143 << 23) - 1)), hn::Set(di, 0x7c), code);  // >= 2^16, inf
-  code = hn::IfThenElse(hn::Gt(a, hn::Set(di, 0x7f800000)), hn::Set(di, 0x7f), code);      // NaN
-  return hn::Or(code, sign);
+// e4m3fn: past 464 (the midpoint above 448), 448 when saturating, else NaN
+HWY_INLINE hn::Vec<DI> e4m3_codes(hn::Vec<DU> x, bool saturate) {
+  return f8_codes<3, 7>(x, 0x43e80000, saturate ? 0x7e : 0x7f);
 }
+// e5m2: from 2^16 (past 57344 + half a step) on, inf
+HWY_INLINE hn::Vec<DI> e5m2_codes(hn::Vec<DU> x) { return f8_codes<2, 15>(x, (143 << 23) - 1, 0x7c); }
 
 HWY_INLINE hn::Vec<DU> load_f32_bits(const float* p) { return hn::BitCast(DU(), hn::LoadU(DF(), p)); }
 HWY_INLINE hn::Vec<DU> load_bf16_bits(const uint16_t* p) {
