@@ -27,6 +27,12 @@ void with_constant(Op op, F&& f) {
 }
 
 template <class F>
+void with_unary_op(UnaryOp op, F&& f) {
+  with_constant<UnaryOp, UnaryOp::Neg, UnaryOp::Abs, UnaryOp::Exp, UnaryOp::Log, UnaryOp::Sqrt, UnaryOp::Rsqrt,
+                UnaryOp::Tanh, UnaryOp::Sigmoid, UnaryOp::Silu, UnaryOp::Gelu, UnaryOp::GeluTanh>(op, f);
+}
+
+template <class F>
 void with_binary_op(BinaryOp op, F&& f) {
   with_constant<BinaryOp, BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div, BinaryOp::Pow,
                 BinaryOp::Maximum, BinaryOp::Minimum>(op, f);
@@ -78,14 +84,26 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
     using C = detail::compute_t<T>;
     T* o = out.data<T>();
     const T* x = in.data<T>();
-    for_each_run(L, [&](const int64_t (&off)[2], const int64_t (&st)[2], int64_t n) {
-      if constexpr (std::is_same_v<T, float>) {
-        if (st[0] == 1 && st[1] == 1 && simd::unary_f32(op, x + off[1], o + off[0], n)) return;
-      } else if constexpr (is_half_float<T>) {
-        if (st[0] == 1 && st[1] == 1 && unary_half(op, x + off[1], o + off[0], n)) return;
-      }
-      for (int64_t i = 0; i < n; ++i)
-        o[off[0] + i * st[0]] = T(math::unary<C>(op, static_cast<C>(x[off[1] + i * st[1]])));
+    with_unary_op(op, [&](auto k) {
+      const auto f = [](C v) { return T(math::unary<C>(decltype(k)::value, v)); };
+      // (the op outside the runs, so that n and the strides are the run's own values:
+      // a byte-wide store may alias anything captured by reference, which then is
+      // reloaded every element, int8 abs 3.7 ms for 4M)
+      for_each_run(L, [&](const int64_t (&off)[2], const int64_t (&st)[2], int64_t n) {
+        if constexpr (std::is_same_v<T, float>) {
+          if (st[0] == 1 && st[1] == 1 && simd::unary_f32(op, x + off[1], o + off[0], n)) return;
+        } else if constexpr (is_half_float<T>) {
+          if (st[0] == 1 && st[1] == 1 && unary_half(op, x + off[1], o + off[0], n)) return;
+        }
+        T* out_run = o + off[0];
+        const T* in_run = x + off[1];
+        const int64_t so = st[0], si = st[1];
+        if (so == 1 && si == 1) {  // unit strides spelled out: a loop the compiler vectorises
+          for (int64_t i = 0; i < n; ++i) out_run[i] = f(static_cast<C>(in_run[i]));
+        } else {
+          for (int64_t i = 0; i < n; ++i) out_run[i * so] = f(static_cast<C>(in_run[i * si]));
+        }
+      });
     });
   });
 }

@@ -102,6 +102,8 @@ class Ops(unittest.TestCase):
             else:
                 info = np.iinfo(dt)
                 lo, hi = max(info.min, -100), min(info.max, 100)
+                if dt == np.int8:
+                    lo = info.min  # -128 among the values
                 a = RNG.integers(lo, hi, (37, 29)).astype(dt)
                 b = RNG.integers(lo, hi, (37, 29)).astype(dt)
             pairs = [(a, b), (a, b[2:3, 4:5]), (a[5:6, 7:8], b), (a, b.T.copy().T), (a.T, b.T)]
@@ -112,6 +114,9 @@ class Ops(unittest.TestCase):
                 for op in cmps:
                     np.testing.assert_array_equal(npy(op(kx, ky).to(kiln.uint8)), op(x, y), err_msg=f"{dt.__name__} {op.__name__}")
                 with np.errstate(all="ignore"):
+                    for kop, want in [(kiln.abs, np.abs(x)), (operator.neg, -x)]:  # int8 -128 wraps, as numpy's
+                        got = npy(kop(kx).contiguous())
+                        np.testing.assert_array_equal(got, want, err_msg=f"{dt.__name__} {kop}")
                     refs = [(operator.add, x + y), (operator.sub, x - y), (operator.mul, x * y),
                             (kiln.maximum, np.maximum(x, y)), (kiln.minimum, np.minimum(x, y))]
                 for kop, want in refs:
