@@ -40,6 +40,24 @@ class DLPack(unittest.TestCase):
             self.assertEqual(t.dtype, kd)
             np.testing.assert_array_equal(np.from_dlpack(t), a)
 
+    def test_float_to_integer_casts_and_fills(self):
+        # in-range floats truncate toward zero, as numpy's astype; contiguous and strided
+        x = (RNG.standard_normal((300, 7)) * 40).astype(np.float32)
+        kx = kiln.from_dlpack(x)
+        for dt, kd in [(np.int8, kiln.int8), (np.int32, kiln.int32), (np.int64, kiln.int64)]:
+            np.testing.assert_array_equal(npy(kx.to(kd)), x.astype(dt))
+            np.testing.assert_array_equal(npy(kx.t().to(kd).contiguous()), x.T.astype(dt))
+        u = np.abs(x) * 2
+        np.testing.assert_array_equal(npy(kiln.from_dlpack(u).to(kiln.uint8)), u.astype(np.uint8))
+        # fills of byte-wide tensors, whole and through a strided view
+        b = np.zeros((9, 33), dtype=np.int8)
+        kb = kiln.from_dlpack(b)
+        kb.fill_(5)
+        kb[:, 1::3].fill_(-7)
+        want = np.full((9, 33), 5, dtype=np.int8)
+        want[:, 1::3] = -7
+        np.testing.assert_array_equal(b, want)  # kiln wrote numpy's memory
+
     def test_views_export_their_offset(self):
         t = kiln.arange(20, dtype=kiln.float32).reshape(4, 5)
         v = t[1:3, 2:]
