@@ -138,8 +138,8 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
           const C bv = static_cast<C>(b_run[0]);
           for (int64_t i = 0; i < n; ++i) out_run[i] = f(static_cast<C>(a_run[i]), bv);
         } else {
-          for (int64_t i = 0; i < n; ++i)
-            out_run[i * st[0]] = f(static_cast<C>(a_run[i * st[1]]), static_cast<C>(b_run[i * st[2]]));
+          const int64_t so = st[0], sa = st[1], sb = st[2];  // locals: byte-wide stores may alias the reference
+          for (int64_t i = 0; i < n; ++i) out_run[i * so] = f(static_cast<C>(a_run[i * sa]), static_cast<C>(b_run[i * sb]));
         }
       });
     });
@@ -162,8 +162,8 @@ void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) 
         const T *a_run = x + off[1], *b_run = y + off[2];
         const bool a_unit = st[1] == 1, b_unit = st[2] == 1;
         if (st[0] != 1 || !(a_unit || st[1] == 0) || !(b_unit || st[2] == 0)) {
-          for (int64_t i = 0; i < n; ++i)
-            out_run[i * st[0]] = f(static_cast<C>(a_run[i * st[1]]), static_cast<C>(b_run[i * st[2]]));
+          const int64_t so = st[0], sa = st[1], sb = st[2];  // locals: bool stores may alias the reference
+          for (int64_t i = 0; i < n; ++i) out_run[i * so] = f(static_cast<C>(a_run[i * sa]), static_cast<C>(b_run[i * sb]));
         } else if constexpr (!std::is_same_v<C, T>) {
           // narrow floats: compared in float32 chunks, widened by vector casts where the CPU has them
           alignas(64) float fa[kStageChunk], fb[kStageChunk];

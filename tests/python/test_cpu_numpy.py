@@ -145,6 +145,19 @@ class Ops(unittest.TestCase):
                     else:
                         np.testing.assert_array_equal(got, want, err_msg=f"{dt.__name__} {kop}")
 
+    def test_where_per_dtype(self):
+        # random conditions (no branch pattern to lean on), both sides tensors or one a value, and strided
+        for dt in [np.int8, np.int16, np.int32, np.int64, np.float16, np.float32, np.complex64]:
+            x = (RNG.standard_normal((41, 67)) * 30).astype(dt)
+            y = (RNG.standard_normal((41, 67)) * 30).astype(dt)
+            c = RNG.random((41, 67)) > 0.5
+            kc = kiln.from_dlpack(c.astype(np.uint8)).to(kiln.bool)
+            kx, ky = kiln.from_dlpack(x), kiln.from_dlpack(y)
+            np.testing.assert_array_equal(npy(kiln.where(kc, kx, ky)), np.where(c, x, y), err_msg=dt.__name__)
+            np.testing.assert_array_equal(npy(kiln.where(kc, kx, 3)), np.where(c, x, dt(3)), err_msg=dt.__name__)
+            np.testing.assert_array_equal(npy(kiln.where(kc.t(), kx.t(), ky.t()).contiguous()), np.where(c, x, y).T,
+                                          err_msg=dt.__name__)
+
     def test_where(self):
         c = RNG.random((3, 4)) > 0.5
         a = RNG.standard_normal((3, 4)).astype(np.float32)
