@@ -83,14 +83,11 @@ void copy(const Tensor& dst, const Tensor& src, bool saturate) {
         }
         // the casts of model weights and activations run through Highway
         if (st[0] == 1 && st[1] == 1 && simd::cast_run(dst.dtype(), dp, src.dtype(), sp, n, saturate)) return;
-        // strides as locals and unit strides spelled out: a byte-wide store may alias
-        // the strides behind the reference, which were then reloaded every element
-        const int64_t sd = st[0], ss = st[1];
         const bool sat = saturate;
-        if (sd == 1 && ss == 1)
+        if (st[0] == 1 && st[1] == 1)  // unit strides spelled out: a loop the compiler vectorises
           for (int64_t i = 0; i < n; ++i) dp[i] = detail::convert<D>(sp[i], sat);
         else
-          for (int64_t i = 0; i < n; ++i) dp[i * sd] = detail::convert<D>(sp[i * ss], sat);
+          for (int64_t i = 0; i < n; ++i) dp[i * st[0]] = detail::convert<D>(sp[i * st[1]], sat);
       });
     });
   });
@@ -105,10 +102,9 @@ void fill(const Tensor& dst, const Scalar& value) {
     T* d = dst.data<T>();
     for_each_run(L, [&](const int64_t (&off)[1], const int64_t (&st)[1], int64_t n) {
       T* p = d + off[0];
-      const int64_t sd = st[0];  // a local: a byte-wide store may alias the reference
-      if (sd == 1) std::fill(p, p + n, v);
+      if (st[0] == 1) std::fill(p, p + n, v);
       else
-        for (int64_t i = 0; i < n; ++i) p[i * sd] = v;
+        for (int64_t i = 0; i < n; ++i) p[i * st[0]] = v;
     });
   });
 }
@@ -138,7 +134,6 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
     const T* x = a.data<T>();
     const T* y = b.data<T>();
     for_each_run(L, [&](const int64_t (&off)[4], const int64_t (&st)[4], int64_t n) {
-      // locals: a bool or byte-wide store may alias the offsets and strides behind the references
       T* out_run = o + off[0];
       const bool* c_run = c + off[1];
       const T *x_run = x + off[2], *y_run = y + off[3];

@@ -86,9 +86,8 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
     const T* x = in.data<T>();
     with_unary_op(op, [&](auto k) {
       const auto f = [](C v) { return T(math::unary<C>(decltype(k)::value, v)); };
-      // (the op outside the runs, so that n and the strides are the run's own values:
-      // a byte-wide store may alias anything captured by reference, which then is
-      // reloaded every element, int8 abs 3.7 ms for 4M)
+      // (the op outside the runs, so that n is the run's own value: a byte-wide store
+      // may alias anything captured by reference, which is then reloaded every element)
       for_each_run(L, [&](const int64_t (&off)[2], const int64_t (&st)[2], int64_t n) {
         if constexpr (std::is_same_v<T, float>) {
           if (st[0] == 1 && st[1] == 1 && simd::unary_f32(op, x + off[1], o + off[0], n)) return;
@@ -97,11 +96,10 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
         }
         T* out_run = o + off[0];
         const T* in_run = x + off[1];
-        const int64_t so = st[0], si = st[1];
-        if (so == 1 && si == 1) {  // unit strides spelled out: a loop the compiler vectorises
+        if (st[0] == 1 && st[1] == 1) {  // unit strides spelled out: a loop the compiler vectorises
           for (int64_t i = 0; i < n; ++i) out_run[i] = f(static_cast<C>(in_run[i]));
         } else {
-          for (int64_t i = 0; i < n; ++i) out_run[i * so] = f(static_cast<C>(in_run[i * si]));
+          for (int64_t i = 0; i < n; ++i) out_run[i * st[0]] = f(static_cast<C>(in_run[i * st[1]]));
         }
       });
     });
@@ -138,8 +136,8 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b, do
           const C bv = static_cast<C>(b_run[0]);
           for (int64_t i = 0; i < n; ++i) out_run[i] = f(static_cast<C>(a_run[i]), bv);
         } else {
-          const int64_t so = st[0], sa = st[1], sb = st[2];  // locals: byte-wide stores may alias the reference
-          for (int64_t i = 0; i < n; ++i) out_run[i * so] = f(static_cast<C>(a_run[i * sa]), static_cast<C>(b_run[i * sb]));
+          for (int64_t i = 0; i < n; ++i)
+            out_run[i * st[0]] = f(static_cast<C>(a_run[i * st[1]]), static_cast<C>(b_run[i * st[2]]));
         }
       });
     });
@@ -162,8 +160,8 @@ void compare(CompareOp op, const Tensor& out, const Tensor& a, const Tensor& b) 
         const T *a_run = x + off[1], *b_run = y + off[2];
         const bool a_unit = st[1] == 1, b_unit = st[2] == 1;
         if (st[0] != 1 || !(a_unit || st[1] == 0) || !(b_unit || st[2] == 0)) {
-          const int64_t so = st[0], sa = st[1], sb = st[2];  // locals: bool stores may alias the reference
-          for (int64_t i = 0; i < n; ++i) out_run[i * so] = f(static_cast<C>(a_run[i * sa]), static_cast<C>(b_run[i * sb]));
+          for (int64_t i = 0; i < n; ++i)
+            out_run[i * st[0]] = f(static_cast<C>(a_run[i * st[1]]), static_cast<C>(b_run[i * st[2]]));
         } else if constexpr (!std::is_same_v<C, T>) {
           // narrow floats: compared in float32 chunks, widened by vector casts where the CPU has them
           alignas(64) float fa[kStageChunk], fb[kStageChunk];

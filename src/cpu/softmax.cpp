@@ -3,7 +3,6 @@
 // or the log-sum subtraction, each a Highway pass over the row in L2, and the
 // narrowing write.
 #include <cmath>
-#include <limits>
 #include <vector>
 
 #include "core/backend.h"
