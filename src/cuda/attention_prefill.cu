@@ -21,7 +21,12 @@
 // 125, 2x2x2 142, 4x3x2 (spills) 148; with half2 exponentials, 5% slower overall:
 // 4x1x2 144, 8x1x2 158, 32 keys a step 170, 128 keys (spills) 276. d128: 8x1x2
 // 160 us, 4x1x2 199; d64: 4x2x2 146, 4x1x2 190. The kernel is
-// latency-bound (ncu: 2 warps a scheduler, tensor pipe 28% busy).
+// latency-bound (ncu: 2 warps a scheduler, tensor pipe 28% busy). Also tried, on
+// the H100 against the kept kernel in one run (d40 causal 116 us, d128 162): a
+// software-pipelined walk (step j + 1's scores issued before step j's softmax,
+// 3 or 4 stages) 126 at 4x2 (255 registers), 172 at 8x1, 151 at 4x1, d128 183-270;
+// 3 blocks an SM at d40 (168 registers, spills) 145; rescaling O only when a row's
+// max grows by 2^8, 116 and 164; 3 stages 116 and 163.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -47,11 +52,13 @@ constexpr int smem_row() {
 }
 
 // A block's shape: W warps of MT m-tiles (16 query rows each), steps of KEYS
-// keys, ST stages of K and V rows in shared memory (ST - 1 steps in flight).
-template <int W, int MT, int ST, int KEYS = 64>
+// keys, ST stages of K and V rows in shared memory (ST - 1 steps in flight),
+// MINB the launch bounds' minimum of blocks an SM (0: none given).
+template <int W, int MT, int ST, int KEYS = 64, int MINB = 0>
 struct PrefillShape {
   static_assert(KEYS == 32 || KEYS == 64 || KEYS == 128, "PrefillShape: 32, 64 or 128 keys a step");
   static constexpr int kMTiles = MT, kStages = ST, kKeys = KEYS, kRows = W * 16 * MT, kThreads = W * 32;
+  static constexpr int kMinBlocks = MINB;
   template <class T, int D>
   static constexpr size_t smem_bytes() {
     return static_cast<size_t>(kRows + 2 * ST * KEYS) * smem_row<D>() * sizeof(T);
@@ -131,7 +138,7 @@ struct PrefillParams {
 };
 
 template <class T, int D, class Shape>
-__global__ void __launch_bounds__(Shape::kThreads) flash_prefill_kernel(const PrefillParams p) {
+__global__ void __launch_bounds__(Shape::kThreads, Shape::kMinBlocks) flash_prefill_kernel(const PrefillParams p) {
   constexpr int C = D / 8, LD = smem_row<D>(), kSteps16 = D / 16;
   constexpr int MT = Shape::kMTiles, kRows = Shape::kRows, ST = Shape::kStages, kThreads = Shape::kThreads;
   constexpr int kKeys = Shape::kKeys, NK = kKeys / 8;
@@ -324,8 +331,11 @@ template <class T>
 void prefill_dim(const AttentionPrefillArgs& a) {
   switch (a.q.size(3)) {
     // 32 rows a warp for narrow heads, 8 warps of 16 rows for wide ones (whose 32
-    // rows would spill); see the file comment for the shapes measured.
-    case 40: return launch_prefill<T, 40, PrefillShape<4, 2, 2>>(a);
+    // rows would spill); see the file comment for the shapes measured. d40 names a
+    // minimum of 1 block an SM, which lets ptxas take 216 registers instead of 189
+    // (2 blocks an SM either way): H100, in one run against the bound left out, 4K
+    // causal 116 against 123 us, not causal 224 against 238.
+    case 40: return launch_prefill<T, 40, PrefillShape<4, 2, 2, 64, 1>>(a);
     case 64: return launch_prefill<T, 64, PrefillShape<4, 2, 2>>(a);
     case 80: return launch_prefill<T, 80, PrefillShape<8, 1, 2>>(a);
     case 96: return launch_prefill<T, 96, PrefillShape<8, 1, 2>>(a);
