@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the repository root with .gpu/bundle.tgz carried there
+# On the GPU machine, from the repository root with .gpu/bundle.tar.xz carried there
 # (scripts/gpu-bundle.sh makes it): builds the Python module for that machine's
 # Python against the bundled libkiln.a, then runs what is asked:
 #   scripts/gpu-run.sh [tests] [pytests] [bench] [kiln-bench]   (default: all four)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 G=/tmp/kiln-gpu
-mkdir -p $G && tar xzf .gpu/bundle.tgz -C $G
+mkdir -p $G && tar xJf .gpu/bundle.tar.xz -C $G
 CUDA_LIB=$(dirname "$(command -v nvcc)")/../targets/x86_64-linux/lib
 export LD_LIBRARY_PATH=$G/lib:$CUDA_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PY=${PYTHON:-python3}
