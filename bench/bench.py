@@ -319,6 +319,10 @@ def moe_routing_cases():
     kx, kgu, kd = k(x), k(gate_up), k(down)
     c.append(Case("moe_route", f"moe_experts 1 tok top-{top}/{experts} {hidden}->{inter}->{hidden}",
                   2.0 * top * 3 * inter * hidden, lambda: kiln.moe_experts(kx, kgu, kd, r), torch_experts, graph=True))
+    weights, pos = torch.from_dlpack(r.weights), torch.from_dlpack(r.sorted_pos).long()
+    c.append(Case("moe_route", f"moe_experts+combine 1 tok top-{top}/{experts} {hidden}->{inter}->{hidden}",
+                  2.0 * top * 3 * inter * hidden, lambda: kiln.moe_experts_combine(kx, kgu, kd, r),
+                  lambda: (torch_experts()[pos].float() * weights[..., None]).sum(1).to(x.dtype), graph=True))
     (kgu8, kgs), (kd8, kds) = kiln.quantize_fp8_rows(kgu), kiln.quantize_fp8_rows(kd)
     c.append(Case("moe_route", f"moe_experts fp8-weight 1 tok top-{top}/{experts} {hidden}->{inter}->{hidden} "
                   "(vs torch bf16)", 1.0 * top * 3 * inter * hidden,

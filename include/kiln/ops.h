@@ -238,12 +238,20 @@ std::pair<Tensor, Tensor> moe_combine_rms_norm_residual(const Tensor& expert_out
 // float dtype; returns [T * k, H] in routing order, for moe_combine. The gate|up
 // result and the activation are rounded to x's dtype, as the ops in sequence
 // (index_select, grouped_mm, silu_and_mul, grouped_mm), which it equals; on CUDA
-// with at most one row per expert (decode) it runs as two fused kernels.
+// with at most one row per expert (decode) it runs as two fused kernels (gather,
+// gate|up and activation; down).
 // float8_e4m3fn experts take their scales as grouped_mm's b_scale: gate_up_scale
 // [E, 2I], down_scale [E, H] (per row, as quantize_fp8_rows gives).
 Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& routing,
                    const std::optional<Tensor>& gate_up_scale = std::nullopt,
                    const std::optional<Tensor>& down_scale = std::nullopt);
+
+// moe_combine(moe_experts(...), routing): the experts' outputs combined per token,
+// [T, H]. On CUDA's decode path the combine is part of the down projection's
+// kernel (one dependent step fewer); the bits are those of the two ops.
+Tensor moe_experts_combine(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& routing,
+                           const std::optional<Tensor>& gate_up_scale = std::nullopt,
+                           const std::optional<Tensor>& down_scale = std::nullopt);
 
 // torch.topk: the k largest (or smallest) elements along `dim`, sorted, with
 // their int64 indices. NaN counts as larger than every number; among equal

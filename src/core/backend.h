@@ -65,14 +65,20 @@ struct ScaledMmArgs {
 //    a[:, offs[g-1]:offs[g]] @ b[offs[g-1]:offs[g], :].
 // a and b share one float dtype, any strides; out is contiguous, a's dtype or float32.
 // row_index (int32, optional): row p of the product reads a's row row_index[p]
-// (a gather fused in); swiglu: a's rows are [gate | up] of width 2K and the
-// product reads silu(gate) * up, rounded to a's dtype (silu_and_mul fused in).
-// Both only on CUDA's few-rows path (moe_experts checks when it applies).
+// (a gather fused in); swiglu: the product's N columns are [gate | up] and out
+// [T, N / 2] is silu(gate) * up of them, each rounded to a's dtype first, as
+// silu_and_mul of the product (fused in); combine_pos, combine_experts and
+// combine_weights ([T', k] int32, int32 and float32, optional: moe_route's
+// sorted_pos, experts and weights): out [T', N] is moe_combine of the product's
+// rows, out[t] = sum_j combine_weights[t, j] * product row combine_pos[t, j],
+// that row being in group combine_experts[t, j] (fused in).
+// All three only on CUDA's few-rows path (moe_experts checks when they apply).
 struct GroupedMmArgs {
   Tensor out, a, b, offs;
   Tensor b_scale;  // b float8_e4m3fn: its scale as a [G, N] float32 view (zero strides where shared)
   Tensor row_index;
   bool swiglu = false;
+  Tensor combine_pos, combine_experts, combine_weights;
   bool k_by_group() const { return b.dim() == 2; }
 };
 

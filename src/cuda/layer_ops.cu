@@ -127,7 +127,7 @@ __global__ void __launch_bounds__(kRowThreads)
         const P y = *reinterpret_cast<const P*>(x + static_cast<int64_t>(row_pos[j]) * N + i);
         const float wj = row_w[j];
 #pragma unroll
-        for (int e = 0; e < V; ++e) acc[e] += wj * static_cast<float>(y.v[e]);
+        for (int e = 0; e < V; ++e) acc[e] = fmaf(wj, static_cast<float>(y.v[e]), acc[e]);  // as moe_combine
       }
 #pragma unroll
       for (int e = 0; e < V; ++e) v[c][e] = static_cast<float>(T(acc[e]));  // rounded, as moe_combine's output

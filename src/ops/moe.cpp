@@ -119,9 +119,12 @@ std::pair<Tensor, Tensor> moe_combine_rms_norm_residual(const Tensor& y, const M
   return {out, res_out};
 }
 
-Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& r,
-                   const std::optional<Tensor>& gate_up_scale, const std::optional<Tensor>& down_scale) {
-  constexpr const char* op = "moe_experts";
+namespace {
+// moe_experts, or with `combine` moe_combine of it; on CUDA's decode path the
+// activation is made by the gate|up kernel and the combine by the down kernel.
+Tensor run_experts(const char* op, const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& r,
+                   const std::optional<Tensor>& gate_up_scale, const std::optional<Tensor>& down_scale,
+                   bool combine) {
   check_defined(op, x, gate_up);
   check_defined(op, down, r.token_of);
   check_same_device(op, x, gate_up);
@@ -144,6 +147,19 @@ Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, c
                  r.token_of.dtype() == DType::Int32 && r.token_of.dim() == 1,
              op, ": the routing must be moe_route's for ", gate_up.size(0), " experts");
   const int64_t rows = r.token_of.size(0), E = gate_up.size(0), H = x.size(1), I = down.size(2);
+  if (combine) {
+    check_defined(op, r.weights, r.sorted_pos);
+    check_defined(op, r.experts);
+    check_same_device(op, x, r.weights);
+    check_same_device(op, x, r.sorted_pos);
+    check_same_device(op, x, r.experts);
+    KILN_CHECK(r.weights.dim() == 2 && r.weights.dtype() == DType::Float32 && r.sorted_pos.dtype() == DType::Int32 &&
+                   r.experts.dtype() == DType::Int32 && r.sorted_pos.shape() == r.weights.shape() &&
+                   r.experts.shape() == r.weights.shape() && r.weights.numel() == rows,
+               op, ": routing weights must be float32 [T, k], sorted_pos and experts int32 of the same shape, with "
+               "T * k = ", rows, " rows, got ", r.weights.dtype(), " ", r.weights.shape(), ", ", r.sorted_pos.dtype(),
+               " ", r.sorted_pos.shape(), " and ", r.experts.dtype(), " ", r.experts.shape());
+  }
   const Tensor b1 = gate_up.transpose(1, 2), b2 = down.transpose(1, 2);  // [E, H, 2I], [E, I, H]: k contiguous
   const Tensor scale1 = fp8 ? grouped_b_scale(op, x, *gate_up_scale, E, 2 * I) : Tensor();
   const Tensor scale2 = fp8 ? grouped_b_scale(op, x, *down_scale, E, H) : Tensor();
@@ -154,10 +170,11 @@ Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, c
   const bool fused = x.is_cuda() && x.dtype() != DType::Float32 && rows <= E && rows > 0 &&
                      x.stride(1) == 1 && rows_vector_aligned(x, 1) && rows_vector_aligned(b1, 1) &&
                      rows_vector_aligned(b2, 1) && whole_vectors(H) && whole_vectors(I) &&
-                     I <= 12288;  // the activation row sits in 48 KB of shared memory
+                     (!combine || r.weights.size(1) <= 32);  // the down kernel's combine holds k <= 32 slots
   if (!fused) {
     const Tensor h = grouped_mm(index_select(x, 0, r.token_of), b1, r.offs, std::nullopt, std::nullopt, gate_up_scale);
-    return grouped_mm(silu_and_mul(h), b2, r.offs, std::nullopt, std::nullopt, down_scale);
+    const Tensor y = grouped_mm(silu_and_mul(h), b2, r.offs, std::nullopt, std::nullopt, down_scale);
+    return combine ? moe_combine(y, r) : y;
   }
   GroupedMmArgs first;
   first.a = x;
@@ -165,17 +182,33 @@ Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, c
   first.b_scale = scale1;
   first.offs = r.offs.contiguous();
   first.row_index = r.token_of.contiguous();
-  first.out = Tensor::empty({rows, 2 * I}, x.dtype(), x.device());
+  first.swiglu = true;
+  first.out = Tensor::empty({rows, I}, x.dtype(), x.device());
   KILN_ON_DEVICE(x.device(), grouped_mm, first);
   GroupedMmArgs second;
   second.a = first.out;
   second.b = b2;
   second.b_scale = scale2;
   second.offs = first.offs;
-  second.swiglu = true;
-  second.out = Tensor::empty({rows, H}, x.dtype(), x.device());
+  if (combine) {
+    second.combine_pos = r.sorted_pos.contiguous();
+    second.combine_experts = r.experts.contiguous();
+    second.combine_weights = r.weights.contiguous();
+  }
+  second.out = Tensor::empty({combine ? r.weights.size(0) : rows, H}, x.dtype(), x.device());
   KILN_ON_DEVICE(x.device(), grouped_mm, second);
   return second.out;
+}
+}  // namespace
+
+Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& r,
+                   const std::optional<Tensor>& gate_up_scale, const std::optional<Tensor>& down_scale) {
+  return run_experts("moe_experts", x, gate_up, down, r, gate_up_scale, down_scale, false);
+}
+
+Tensor moe_experts_combine(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& r,
+                           const std::optional<Tensor>& gate_up_scale, const std::optional<Tensor>& down_scale) {
+  return run_experts("moe_experts_combine", x, gate_up, down, r, gate_up_scale, down_scale, true);
 }
 
 }  // namespace kiln

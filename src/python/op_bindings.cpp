@@ -354,6 +354,8 @@ void bind_ops(py::module_& m) {
   }, arg("expert_out"), arg("routing"), arg("residual"), arg("weight"), arg("eps"));
   m.def("moe_experts", &moe_experts, arg("x"), arg("gate_up"), arg("down"), arg("routing"),
         arg("gate_up_scale") = none, arg("down_scale") = none, py::call_guard<py::gil_scoped_release>());
+  m.def("moe_experts_combine", &moe_experts_combine, arg("x"), arg("gate_up"), arg("down"), arg("routing"),
+        arg("gate_up_scale") = none, arg("down_scale") = none, py::call_guard<py::gil_scoped_release>());
   m.def("broadcast_shapes", [](py::args shapes) {
     Shape out;
     for (auto s : shapes) out = broadcast_shapes(out, s.cast<Shape>());

@@ -549,3 +549,24 @@ TEST(Ops, LongRowReductionsMergeInOrder) {
   EXPECT_EQ(argmax(ninf).item<int64_t>(), 0);
   EXPECT_EQ(argmin(full({n}, 2.0)).item<int64_t>(), 0);
 }
+
+// moe_experts_combine checks that the routing's weights cover token_of's rows:
+// a combine over another routing's weights would read past the expert rows.
+TEST(Ops, MoeExpertsCombineRejectsAMismatchedRouting) {
+  Generator g(5);
+  const int64_t E = 8, H = 16, I = 24, k = 2;
+  const Tensor x = randn({3, H}, kiln::float32, kCPU, &g);
+  const Tensor gate_up = randn({E, 2 * I, H}, kiln::float32, kCPU, &g), down = randn({E, H, I}, kiln::float32, kCPU, &g);
+  MoeRouting r = moe_route(randn({3, E}, kiln::float32, kCPU, &g), k);
+  const MoeRouting shorter = moe_route(randn({2, E}, kiln::float32, kCPU, &g), k);
+  const Tensor ok = moe_experts_combine(x, gate_up, down, r);
+  EXPECT_EQ(ok.shape(), (Shape{3, H}));
+  r.weights = shorter.weights;
+  r.sorted_pos = shorter.sorted_pos;
+  try {
+    moe_experts_combine(x, gate_up, down, r);
+    ADD_FAILURE() << "no error for weights [2, 2] against 6 rows";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("T * k = 6 rows"), std::string::npos) << e.what();
+  }
+}

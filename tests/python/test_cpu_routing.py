@@ -120,6 +120,8 @@ class Router(unittest.TestCase):
         got = np.from_dlpack(kiln.moe_combine(kiln.moe_experts(kiln.tensor(x), kiln.tensor(gate_up),
                                                                kiln.tensor(down), r), r))
         np.testing.assert_allclose(got, reference_swiglu_moe(x, logits, k, gate_up, down), rtol=1e-4, atol=1e-4)
+        combined = np.from_dlpack(kiln.moe_experts_combine(kiln.tensor(x), kiln.tensor(gate_up), kiln.tensor(down), r))
+        np.testing.assert_allclose(combined, reference_swiglu_moe(x, logits, k, gate_up, down), rtol=1e-4, atol=1e-4)
         with self.assertRaisesRegex(kiln.Error, r"gate_up \[E, 2I, H\] and down \[E, H, I\]"):
             kiln.moe_experts(kiln.tensor(x), kiln.tensor(gate_up), kiln.tensor(down[:, :, :5]), r)
 

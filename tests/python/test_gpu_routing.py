@@ -96,7 +96,8 @@ class Routing(TorchParityBase):
         for tokens, E, kk, H, I, fp8 in [(1, 128, 8, 2048, 768, False), (4, 64, 8, 256, 128, False),
                                          (2, 16, 4, 512, 96, False), (40, 16, 4, 256, 64, False),
                                          (1, 128, 8, 2048, 768, True), (4, 64, 8, 256, 128, True),
-                                         (40, 16, 4, 256, 64, True)]:
+                                         (40, 16, 4, 256, 64, True), (2, 32, 12, 256, 64, False),
+                                         (2, 32, 12, 256, 64, True)]:
             msg = f"{tokens} tokens, {E} experts, {'fp8' if fp8 else 'bf16'}"
             x = torch.randn(tokens, H, device=DEV, dtype=torch.bfloat16)
             logits = torch.randn(tokens, E, device=DEV)
@@ -119,3 +120,10 @@ class Routing(TorchParityBase):
             act = (F.silu(gu[:, :I]) * gu[:, I:]).to(torch.bfloat16).float()
             ref = torch.einsum("rhi,ri->rh", down_f[e_of], act).to(torch.bfloat16)
             torch.testing.assert_close(got, ref, rtol=2e-2, atol=2e-2, msg=lambda m: f"{m}\n{msg}")
+            # the combine fused into the down kernel: the bits of moe_combine after moe_experts
+            combined = T(kiln.moe_experts_combine(k(x), kgu, kdn, r, *scales))
+            torch.testing.assert_close(combined, T(kiln.moe_combine(k(got), r)), rtol=0, atol=0,
+                                       msg=lambda m: f"{m}\ncombine, {msg}")
+            w, pos = T(r.weights), T(r.sorted_pos).long()
+            ref_c = (ref.float()[pos] * w[..., None]).sum(1).to(torch.bfloat16)
+            torch.testing.assert_close(combined, ref_c, rtol=3e-2, atol=3e-2, msg=lambda m: f"{m}\ncombine, {msg}")
