@@ -11,6 +11,8 @@
 // counts (ranks by atomicAdd on them, then every block scans them).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "core/backend.h"
 #include "core/dispatch.h"
 #include "cuda/chained_launch.cuh"
@@ -130,8 +132,8 @@ __device__ __forceinline__ void route_token(const T* __restrict__ logits, int64_
 }
 
 // The first row of each expert (start[e], e < E) and, where offs is given, the
-// end of each (offs[e]), from c = the count of expert threadIdx.x. A block of
-// kMaxExperts threads; all of them call it.
+// end of each (offs[e]), from c = the count of expert threadIdx.x. A block of at
+// least E threads, a whole number of warps; all of them call it.
 __device__ __forceinline__ void expert_starts(int32_t c, int E, int32_t* start, int32_t* __restrict__ offs) {
   __shared__ int32_t warp_total[kMaxExperts / 32];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
@@ -144,7 +146,7 @@ __device__ __forceinline__ void expert_starts(int32_t c, int E, int32_t* start, 
   if (lane == 31) warp_total[warp] = incl;
   __syncthreads();
   if (warp == 0) {
-    int32_t w = warp_total[lane], wi = w;
+    int32_t w = lane < static_cast<int>(blockDim.x / 32) ? warp_total[lane] : 0, wi = w;
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
       const int32_t v = __shfl_up_sync(0xffffffffu, wi, o);
@@ -198,6 +200,8 @@ __global__ void __launch_bounds__(kMaxExperts)
 // Decode (at most kMaxExperts / 32 tokens): the whole routing in one block. A warp
 // per token, the counts in shared memory, then the scan and the placement, so a
 // decode step has one link here instead of three (zeroing, routing, placing).
+// The block has as many threads as the experts or the tokens' warps need, not
+// kMaxExperts: fewer warps at each barrier.
 template <class T, int VPL>
 __global__ void __launch_bounds__(kMaxExperts)
     route_place_kernel(const T* __restrict__ logits, int tokens, int E, int k, bool sigmoid,
@@ -239,7 +243,8 @@ void route_typed(const MoeRouteArgs& a) {
     constexpr int V = decltype(vpl)::value;
     const float* bias = a.bias.defined() ? a.bias.data<float>() : nullptr;
     if (one_block) {
-      launch_chained(route_place_kernel<T, V>, 1, kMaxExperts, 0, a.logits.data<T>(), static_cast<int>(tokens), E, k,
+      const int threads = static_cast<int>(std::max<int64_t>((E + 31) / 32, tokens) * 32);  // <= kMaxExperts
+      launch_chained(route_place_kernel<T, V>, 1, threads, 0, a.logits.data<T>(), static_cast<int>(tokens), E, k,
                      a.sigmoid, bias, a.renormalize, a.r.weights.data<float>(), a.r.experts.data<int32_t>(),
                      a.r.offs.data<int32_t>(), a.r.sorted_pos.data<int32_t>(), a.r.token_of.data<int32_t>());
     } else {
