@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kiln/device.h"
@@ -186,7 +187,24 @@ template <> struct dtype_traits<DType::Float8_e4m3fn> { using type = Float8_e4m3
 template <> struct dtype_traits<DType::Float8_e5m2> { using type = Float8_e5m2; };
 template <> struct dtype_traits<DType::Complex64> { using type = std::complex<float>; };
 
-// The dtype of a C++ element type (for from_vector / tolist).
-template <class T> DType dtype_of();
+namespace detail {
+template <class T, int I = 0>
+constexpr DType dtype_holding() {
+  static_assert(I < kNumDTypes, "dtype_of: no kiln dtype holds this C++ type");
+  if constexpr (I < kNumDTypes) {
+    constexpr DType d = static_cast<DType>(I);
+    if constexpr (std::is_same_v<T, typename dtype_traits<d>::type>) return d;
+    else return dtype_holding<T, I + 1>();
+  } else {
+    return DType::Bool;  // never reached: the assertion above stops the build
+  }
+}
+}  // namespace detail
+
+// The dtype of a C++ element type (for from_vector / tolist): the inverse of dtype_traits.
+template <class T>
+constexpr DType dtype_of() {
+  return detail::dtype_holding<std::remove_cv_t<T>>();
+}
 
 }  // namespace kiln

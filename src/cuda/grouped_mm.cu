@@ -281,11 +281,11 @@ __global__ void __launch_bounds__(256, SWIGLU && NPW == 2 && std::is_same_v<T, B
 // over the block's warps. A slot's row, expert and weight come in one round of
 // loads (the expert from the routing, not from a scan of offs that would wait
 // for the row), so the weight loads start as early as grouped_gemv_kernel's.
-// H100, 1 token, top-8 of 128, bf16 2048 -> 768 -> 2048: moe_experts_combine 30.5
-// us, moe_experts alone 30.4 (with 74 registers, 3 blocks an SM: 34.9 against 31.8).
+// bf16 is held to 64 registers, as grouped_gemv_kernel takes, so that 4 blocks fit
+// an SM and a 2048-wide down projection (512 blocks) is one wave (float16 would
+// spill): H100, 1 token, top-8 of 128, bf16 2048 -> 768 -> 2048, moe_experts_combine
+// 30.5 us, moe_experts alone 30.4 (left free, 74 registers and 3 blocks: 34.9, 31.8).
 template <class T, class W, int U, int NPW, int VB = 16>
-// bf16: 64 registers, as grouped_gemv_kernel's, so 4 blocks an SM and a 2048-wide down projection
-// (512 blocks) in one wave (74 registers and 3 blocks left free); float16 spills at 64 or 80
 __global__ void __launch_bounds__(256, std::is_same_v<T, BFloat16> ? 4 : 0)
     grouped_gemv_combine_kernel(const T* __restrict__ a, int64_t lda, const W* __restrict__ b, int64_t ldg,
                                 int64_t ldb, int64_t N, int64_t K, int G, const float* __restrict__ comb_w,

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kiln/kiln.h"
@@ -288,4 +289,20 @@ TEST(DType, VectorisedExtremesMatchLoop) {
     EXPECT_TRUE(std::isnan(amax(Tensor::from_vector<float>(v, {n}, float32)).item<float>())) << n;
     EXPECT_TRUE(std::isnan(amin(Tensor::from_vector<float>(v, {n}, float32).to(bfloat16)).item<float>())) << n;
   }
+}
+
+// dtype_of is dtype_traits read backwards, for every dtype (a wrong or missing
+// entry fails the build here), and ignores const.
+template <int... I>
+constexpr bool dtype_of_inverts_traits(std::integer_sequence<int, I...>) {
+  return ((dtype_of<typename dtype_traits<static_cast<DType>(I)>::type>() == static_cast<DType>(I)) && ...);
+}
+static_assert(dtype_of_inverts_traits(std::make_integer_sequence<int, kNumDTypes>{}));
+static_assert(dtype_of<const float>() == DType::Float32 && dtype_of<int64_t>() == DType::Int64 &&
+              dtype_of<BFloat16>() == DType::BFloat16 && dtype_of<std::complex<float>>() == DType::Complex64);
+
+TEST(DType, DtypeOfNamesTheTensorDtype) {
+  EXPECT_EQ(Tensor::from_vector(std::vector<float>{1, 2}, {2}, dtype_of<float>(), kCPU).dtype(), DType::Float32);
+  EXPECT_EQ(dtype_of<Float8_e5m2>(), DType::Float8_e5m2);
+  EXPECT_EQ(dtype_of<uint16_t>(), DType::UInt16);
 }
