@@ -24,6 +24,9 @@ KILN_HD float gelu_tanh(float x) {
   return 0.5f * x * (1.0f + tanhf(inner));
 }
 KILN_HD float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// silu(gate) * up as the CUDA kernels compute it: silu_and_mul's and the MoE gate|up
+// kernel that fuses it must give the same bits.
+KILN_HD float silu_mul(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 
 // C = compute type (float, or the integer type itself).
 template <class C>

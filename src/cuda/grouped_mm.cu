@@ -13,6 +13,7 @@
 // widened copy. Their scale multiplies each finished dot product.
 #include "core/backend.h"
 #include "core/dispatch.h"
+#include "core/elementwise_math.h"
 #include "core/vector_rows.h"
 #include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
@@ -205,13 +206,6 @@ __device__ __forceinline__ void warp_dots(const W* const (&w)[NPW], const T* x, 
     for (int o = 16; o > 0; o >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], o);
 }
 
-// silu(gate) * up from the rounded gate and up, rounded, as silu_and_mul.
-template <class T>
-__device__ __forceinline__ T swiglu(T gate_t, T up_t) {
-  const float gate = static_cast<float>(gate_t), up = static_cast<float>(up_t);
-  return T(gate / (1.0f + expf(-gate)) * up);
-}
-
 // Decode with at most one row per group on average: a matrix-vector product per
 // row, written for bandwidth as linear's decode kernel. Slot blockIdx.y is row r
 // of the output (rows sorted by group); blockIdx.x picks kCols output columns,
@@ -267,7 +261,9 @@ __global__ void __launch_bounds__(256, SWIGLU && NPW == 2 && std::is_same_v<T, B
       if (j >= ncols) break;
       const int64_t n = nw + j;
       if constexpr (SWIGLU)
-        out[r * ldo + n] = swiglu<T>(T(acc[j] * scale(g, n)), T(acc[kOutPerWarp + j] * scale(g, n + n_out)));
+        // gate and up rounded to T first, as the product is before silu_and_mul
+        out[r * ldo + n] = T(math::silu_mul(static_cast<float>(T(acc[j] * scale(g, n))),
+                                            static_cast<float>(T(acc[kOutPerWarp + j] * scale(g, n + n_out)))));
       else
         out[r * ldo + n] = O(acc[j] * scale(g, n));
     }

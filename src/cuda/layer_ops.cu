@@ -8,6 +8,7 @@
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/dispatch.h"
+#include "core/elementwise_math.h"
 #include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
 #include "cuda/map.cuh"
@@ -199,7 +200,7 @@ __global__ void silu_and_mul_kernel(T* __restrict__ out, const T* __restrict__ x
   if (e >= M * H) return;
   const int64_t r = e / H, i = e % H;
   const float g = static_cast<float>(x[r * 2 * H + i]), u = static_cast<float>(x[r * 2 * H + H + i]);
-  out[e] = T(g / (1.0f + expf(-g)) * u);
+  out[e] = T(math::silu_mul(g, u));
 }
 
 template <class T>

@@ -72,17 +72,22 @@ MoeRouting moe_route(const Tensor& logits, int64_t k, RouterScoring scoring, con
 }
 
 namespace {
-// The checks of moe_combine; returns T (tokens).
-int64_t check_combine(const char* op, const Tensor& y, const MoeRouting& r) {
-  check_defined(op, y);
+// The routing's weights and sorted_pos as a combine reads them, on `like`'s device.
+void check_combine_routing(const char* op, const Tensor& like, const MoeRouting& r) {
   check_defined(op, r.weights, r.sorted_pos);
-  check_same_device(op, y, r.weights);
-  check_same_device(op, y, r.sorted_pos);
-  check_compute_float(op, y, "expert_out dtype");
+  check_same_device(op, like, r.weights);
+  check_same_device(op, like, r.sorted_pos);
   KILN_CHECK(r.weights.dim() == 2 && r.weights.dtype() == DType::Float32 && r.sorted_pos.dtype() == DType::Int32 &&
                  r.sorted_pos.shape() == r.weights.shape(),
              op, ": routing weights must be float32 [T, k] and sorted_pos int32 of the same shape, got ",
              r.weights.dtype(), " ", r.weights.shape(), " and ", r.sorted_pos.dtype(), " ", r.sorted_pos.shape());
+}
+
+// The checks of moe_combine; returns T (tokens).
+int64_t check_combine(const char* op, const Tensor& y, const MoeRouting& r) {
+  check_defined(op, y);
+  check_compute_float(op, y, "expert_out dtype");
+  check_combine_routing(op, y, r);
   const int64_t T = r.weights.size(0), k = r.weights.size(1);
   KILN_CHECK(y.dim() == 2 && y.size(0) == T * k, op, ": expert_out must be [", T * k, ", N] (tokens x k rows), got ",
              y.shape());
@@ -147,18 +152,13 @@ Tensor run_experts(const char* op, const Tensor& x, const Tensor& gate_up, const
                  r.token_of.dtype() == DType::Int32 && r.token_of.dim() == 1,
              op, ": the routing must be moe_route's for ", gate_up.size(0), " experts");
   const int64_t rows = r.token_of.size(0), E = gate_up.size(0), H = x.size(1), I = down.size(2);
-  if (combine) {
-    check_defined(op, r.weights, r.sorted_pos);
+  if (combine) {  // the down kernel's combine also reads the routing's experts
+    check_combine_routing(op, x, r);
     check_defined(op, r.experts);
-    check_same_device(op, x, r.weights);
-    check_same_device(op, x, r.sorted_pos);
     check_same_device(op, x, r.experts);
-    KILN_CHECK(r.weights.dim() == 2 && r.weights.dtype() == DType::Float32 && r.sorted_pos.dtype() == DType::Int32 &&
-                   r.experts.dtype() == DType::Int32 && r.sorted_pos.shape() == r.weights.shape() &&
-                   r.experts.shape() == r.weights.shape() && r.weights.numel() == rows,
-               op, ": routing weights must be float32 [T, k], sorted_pos and experts int32 of the same shape, with "
-               "T * k = ", rows, " rows, got ", r.weights.dtype(), " ", r.weights.shape(), ", ", r.sorted_pos.dtype(),
-               " ", r.sorted_pos.shape(), " and ", r.experts.dtype(), " ", r.experts.shape());
+    KILN_CHECK(r.experts.dtype() == DType::Int32 && r.experts.shape() == r.weights.shape() && r.weights.numel() == rows,
+               op, ": routing weights and experts must be [T, k] with T * k = ", rows, " rows (token_of's), experts "
+               "int32, got weights ", r.weights.shape(), " and experts ", r.experts.dtype(), " ", r.experts.shape());
   }
   const Tensor b1 = gate_up.transpose(1, 2), b2 = down.transpose(1, 2);  // [E, H, 2I], [E, I, H]: k contiguous
   const Tensor scale1 = fp8 ? grouped_b_scale(op, x, *gate_up_scale, E, 2 * I) : Tensor();
