@@ -90,8 +90,11 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // of their own (ncu, 1024 matrices: 78.2K warp instructions a matrix before, 23%
 // of them the update threads' per-column bookkeeping; 67.2K after, and the update
 // warps then spend about half their time at the barrier: warp 0's chain of about
-// 150 instructions a column is the bound; branch wip/lu-deferred-scaling moves
-// the reciprocal and the scaling off it, not yet run on a GPU). Tried and slower:
+// 150 instructions a column is the bound). Tried and slower: the scaling
+// deferred to the update threads, which scale their row as they read it while
+// warp 0 computes the pivot's reciprocal beside the reductions (branch
+// exp/lu-deferred; H100, in one run, 1024 x 64: 160.7 against 127.1 us, 264 x
+// 64: 65.4 against 44.4; nor were its factors bit-equal to the kept kernel's);
 // the matrix in registers (see register_lu_kernel): fully unrolled, 265 us for
 // complex64 (instruction-cache misses); unrolled over 4-column chunks only, 220 us
 // (every chunk's code runs, predicated); a row over two threads, 228 us; a blocked
