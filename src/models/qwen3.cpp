@@ -13,7 +13,11 @@
 // small chained kernel ahead of rotary and attention, and the next layer's q|k|v ahead
 // of the combine: 281 -> 253 tok/s bf16, 370 -> 317 fp8. The prefetch kernel ends
 // only when its bulk copies do, so the chain waits for it (3 us a launch); and with
-// its weights in L2, o_proj still took 6.7 us against 7.4.
+// its weights in L2, o_proj still took 6.7 us against 7.4. Also slower: each norm fused
+// into the linear after it (q|k|v, the router, lm_head), every block of the linear
+// normalising the row itself (branch exp/norm-linear): 290.8-295.8 against 297.4-297.7
+// tok/s (30B bf16), 174 against 179 (8B), q|k|v 16.0 us against 8.6 plus 2.0 for the
+// norm: the block's norm sits between the wait and its weight loads.
 #include "models/qwen3.h"
 
 #include <cmath>
