@@ -190,6 +190,10 @@ class DeviceGuard {
 };
 // Raw copies between host and device memory (contiguous bytes) on the current stream.
 void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size_t nbytes);
+// One word of pinned host memory per host thread, mapped (kernels write it at the
+// same address): a kernel raises it for a rare condition, and the host reads it
+// once the stream is synchronised, with no memset or copy queued on the stream.
+int32_t* host_flag();
 }  // namespace cuda_backend
 
 #undef KILN_BACKEND_KERNELS

@@ -61,6 +61,7 @@ void sample_rows(const Tensor&, const Tensor&, const Tensor&, int64_t, float) { 
 void rotary(const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool) { no_cuda("apply_rotary"); }
 void qkv_rotary_cache(const QkvRotaryCacheArgs&) { no_cuda("qkv_rotary_cache"); }
 void copy_bytes(void*, Device, const void*, Device, size_t) { no_cuda("copy to/from cuda"); }
+int32_t* host_flag() { no_cuda("host_flag"); }
 std::shared_ptr<Storage> allocate(size_t, int) { no_cuda("cuda allocation"); }
 void record_stream(void*, const Stream&) { no_cuda("record_stream"); }
 MemoryStats memory_stats(int) { no_cuda("memory_stats"); }

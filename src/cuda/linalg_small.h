@@ -9,8 +9,9 @@ namespace kiln::cuda_backend {
 // out [b, n, n] = inverse of a [b, n, n], float32 contiguous, 1 <= n <= 4: a matrix
 // per thread in registers, Gauss-Jordan with partial pivoting (factor and solve in
 // one pass). info [b] int32: 0, or LAPACK getrf's 1-based index of the first zero
-// pivot; any_singular (one int32) becomes 1 when some info is nonzero.
-void small_inverse(const Tensor& out, const Tensor& a, const Tensor& info, const Tensor& any_singular);
+// pivot; the word any_singular (host_flag()'s, for one) is set to 1 when some info is
+// nonzero, and left alone otherwise.
+void small_inverse(const Tensor& out, const Tensor& a, const Tensor& info, int32_t* any_singular);
 
 // x [b, n, k] = the solution of A X = B (b [b, n, k], contiguous) for the triangle of
 // a [b, n, n] (float32 contiguous, 1 <= n <= 64). n of 16 and 32: a thread per

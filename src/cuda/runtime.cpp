@@ -118,6 +118,23 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
 }
 
 // ---- streams and events ----
+int32_t* host_flag() {
+  struct Word {
+    int32_t* p = nullptr;
+    ~Word() {
+      if (p) cudaFreeHost(p);  // at thread exit; an error (the runtime already gone) is moot
+    }
+  };
+  thread_local Word word;
+  if (!word.p) {
+    void* p = nullptr;
+    // portable: any device may write it; with unified addressing its host address is the device's
+    KILN_CUDA_CHECK(cudaHostAlloc(&p, sizeof(int32_t), cudaHostAllocMapped | cudaHostAllocPortable));
+    word.p = static_cast<int32_t*>(p);
+  }
+  return word.p;
+}
+
 void* stream_create(int device, int priority) {
   DeviceGuard g(device);
   int lo = 0, hi = 0;

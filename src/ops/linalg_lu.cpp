@@ -4,6 +4,7 @@
 // kernels, cuSOLVER) backend, results shaped back. Messages for singular input
 // follow torch's.
 #include "kiln/linalg.h"
+#include "kiln/stream.h"
 
 #include "core/check.h"
 #include "core/shape.h"
@@ -177,18 +178,23 @@ void check_invertible(const Tensor& info, const Shape& batch) {
 }
 
 #if KILN_WITH_CUDA
-// CUDA: float32 matrices up to 4 x 4 in one kernel; the singular check reads one
-// flag back (torch syncs here too), the whole info only when it is set.
+// CUDA: float32 matrices up to 4 x 4 in one kernel; the singular check waits for
+// the stream (torch syncs here too) and reads a word of mapped host memory that the
+// kernel sets (a memset and a copy on the stream before), the whole info only when
+// it is set.
 Tensor inv_small_cuda(const Tensor& A) {
   const Shape batch = batch_shape(A, 2);
   const int64_t n = A.size(-1), b = shape_numel(batch);
   Tensor a = A.contiguous().reshape({b, n, n});
   Tensor out = Tensor::empty({b, n, n}, DType::Float32, A.device());
   Tensor info = Tensor::empty({b}, DType::Int32, A.device());
-  Tensor any_singular = Tensor::empty({}, DType::Int32, A.device());
   cuda_backend::DeviceGuard guard(A.device().index);
-  cuda_backend::small_inverse(out, a, info, any_singular);
-  if (b > 0 && any_singular.item<int64_t>() != 0) check_invertible(info.to(kCPU), batch);
+  volatile int32_t* any_singular = cuda_backend::host_flag();
+  *any_singular = 0;  // the last call that used it has synchronised
+  cuda_backend::small_inverse(out, a, info, const_cast<int32_t*>(any_singular));
+  if (b == 0) return out.reshape(A.shape());
+  Stream::current(A.device()).synchronize();
+  if (*any_singular != 0) check_invertible(info.to(kCPU), batch);
   return out.reshape(A.shape());
 }
 #endif
