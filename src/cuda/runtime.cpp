@@ -117,7 +117,6 @@ void copy_bytes(void* dst, Device dst_dev, const void* src, Device src_dev, size
   if (kind != cudaMemcpyDeviceToDevice) KILN_CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
-// ---- streams and events ----
 int32_t* host_flag() {
   struct Word {
     int32_t* p = nullptr;
@@ -135,6 +134,7 @@ int32_t* host_flag() {
   return word.p;
 }
 
+// ---- streams and events ----
 void* stream_create(int device, int priority) {
   DeviceGuard g(device);
   int lo = 0, hi = 0;

@@ -180,8 +180,8 @@ void check_invertible(const Tensor& info, const Shape& batch) {
 #if KILN_WITH_CUDA
 // CUDA: float32 matrices up to 4 x 4 in one kernel; the singular check waits for
 // the stream (torch syncs here too) and reads a word of mapped host memory that the
-// kernel sets (a memset and a copy on the stream before), the whole info only when
-// it is set.
+// kernel sets (no memset and copy queued around the kernel, as a device word took),
+// the whole info only when it is set.
 Tensor inv_small_cuda(const Tensor& A) {
   const Shape batch = batch_shape(A, 2);
   const int64_t n = A.size(-1), b = shape_numel(batch);
