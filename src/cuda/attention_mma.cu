@@ -246,8 +246,8 @@ void launch_decode_mma(const AttentionDecodeArgs& a) {
   const int64_t splits0 = std::max<int64_t>(1, std::min(want, (S + kKeysPerBlockStep - 1) / kKeysPerBlockStep));
   const int64_t chunk = ((S + splits0 - 1) / splits0 + kKeysPerBlockStep - 1) / kKeysPerBlockStep * kKeysPerBlockStep;
   const int splits = static_cast<int>((S + chunk - 1) / chunk);
-  // A warp's ring needs no more slots than the steps it can take (the chunk on the device, where
-  // the filled length sets it, is no longer). With up to one block step (128 keys) a split, as
+  // A warp's ring needs no more slots than the steps it can take (the chunk the device computes
+  // from the filled length is never longer than this one). With up to one block step (128 keys) a split, as
   // for Qwen3-30B-A3B's 4 kv heads up to 2432 positions, that is one slot and a third of the
   // shared memory: H100, that model's bf16 decode at 128 context, in one run against the full
   // ring, 297.4-297.7 tok/s against 291.9-293.1. The kernel alone (bench.py, profile) times

@@ -189,12 +189,12 @@ Tensor inv_small_cuda(const Tensor& A) {
   Tensor out = Tensor::empty({b, n, n}, DType::Float32, A.device());
   Tensor info = Tensor::empty({b}, DType::Int32, A.device());
   cuda_backend::DeviceGuard guard(A.device().index);
-  volatile int32_t* any_singular = cuda_backend::host_flag();
+  int32_t* any_singular = cuda_backend::host_flag();
   *any_singular = 0;  // the last call that used it has synchronised
-  cuda_backend::small_inverse(out, a, info, const_cast<int32_t*>(any_singular));
+  cuda_backend::small_inverse(out, a, info, any_singular);
   if (b == 0) return out.reshape(A.shape());
   Stream::current(A.device()).synchronize();
-  if (*any_singular != 0) check_invertible(info.to(kCPU), batch);
+  if (*static_cast<volatile int32_t*>(any_singular) != 0) check_invertible(info.to(kCPU), batch);  // the kernel's store
   return out.reshape(A.shape());
 }
 #endif

@@ -60,8 +60,8 @@ class KvCacheOps(TorchParityBase):
                 q = torch.randn(B, hq, d, device=DEV, dtype=dt)
                 kc = torch.randn(B, hkv, cap, d, device=DEV, dtype=dt)
                 vc = torch.randn(B, hkv, cap, d, device=DEV, dtype=dt)
-                # 128: one block step, the most that split 0 alone covers (then it writes the output and
-                # the merge kernel returns at once), beside lengths that other splits share
+                # 128: one block step, all of it in split 0 and the other splits empty, beside lengths
+                # that several splits share
                 lens = torch.tensor([cap, 1, cap // 2 + 3, min(cap, 128)], device=DEV, dtype=torch.int32)
                 got = torch.from_dlpack(kiln.attention_decode_cache(k(q), k(kc), k(vc), k(lens), 0.125))
                 for b in range(B):
