@@ -24,9 +24,10 @@ class Routing(TorchParityBase):
         self.assertSame(KF.embedding(k(ids), k(w)), torch.nn.functional.embedding(ids, w))
 
     def test_router_against_torch(self):
-        # up to 32 tokens one block routes and places; past that three kernels (zeroing, routing, placing)
+        # one token: an expert a thread; up to 32 tokens one block routes and places; past that three
+        # kernels (zeroing, routing, placing)
         for tokens, E, kk in [(1, 128, 8), (512, 128, 8), (64, 256, 8), (5, 1024, 32), (9, 20, 3), (32, 128, 8),
-                              (33, 64, 4), (32, 1024, 32)]:
+                              (33, 64, 4), (32, 1024, 32), (1, 20, 3), (1, 1024, 32), (1, 256, 8), (1, 32, 32)]:
             for dt in (torch.float32, torch.bfloat16):
                 logits = torch.randn(tokens, E, device=DEV).to(dt)
                 bias = torch.randn(E, device=DEV) * 0.1
