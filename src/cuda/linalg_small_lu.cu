@@ -100,7 +100,12 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // (every chunk's code runs, predicated); a row over two threads, 228 us; a blocked
 // form with 8-column panels factored by one warp, 237 us. No faster: two rows a
 // thread sharing the pivot row's loads (134 against 138), the next batch's loads
-// before this one's stores with a branch-free warp 0 (142 against 140).
+// before this one's stores with a branch-free warp 0 (142 against 140). Slower as
+// well: 51 column slots, so that 8 blocks fit an SM and 1024 matrices are one wave
+// (columns past 51 come in with getf2's updates once columns 0..12 are done; branch
+// exp/lu-onewave, held to 32 registers, with spills): 162 against 128 us, 264
+// matrices 63.6 against 43.7. The second wave is not what costs: on the H200 one
+// full wave (792 matrices) takes 103.8 us and 1024 take 125.5.
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>
