@@ -36,10 +36,12 @@ for s in "${steps[@]}"; do
   echo "==== $s"
   case $s in
     # the tokenizer tests read test data that only the CI machine fetches (npm); they are CPU-only
-    tests) $G/kiln_tests --gtest_brief=1 --gtest_filter=-Tokenizer.*:ChatTemplate.* || rc=1 ;;
+    tests) [ -x $G/kiln_tests ] || { echo "kiln_tests is not in the bundle (gpu-bundle.sh tests)"; rc=1; continue; }
+           $G/kiln_tests --gtest_brief=1 --gtest_filter=-Tokenizer.*:ChatTemplate.* || rc=1 ;;
     pytests) PYTHONUNBUFFERED=1 $PY -m unittest discover -s tests/python 2>&1 || rc=1 ;;
     bench) PYTHONUNBUFFERED=1 $PY bench/bench.py ${BENCH_ARGS:-} || rc=1 ;;
-    kiln-bench) $G/kiln doctor && $G/kiln bench --repeats 20 || rc=1 ;;
+    kiln-bench) [ -x $G/kiln ] || { echo "the CLI is not in the bundle (gpu-bundle.sh cli)"; rc=1; continue; }
+                $G/kiln doctor && $G/kiln bench --repeats 20 || rc=1 ;;
     *) echo "unknown step $s"; rc=1 ;;
   esac
 done

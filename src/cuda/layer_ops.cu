@@ -9,6 +9,7 @@
 #include "core/check.h"
 #include "core/dispatch.h"
 #include "core/elementwise_math.h"
+#include "cuda/block_reduce.cuh"
 #include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
 #include "cuda/map.cuh"
@@ -18,19 +19,6 @@ namespace kiln::cuda_backend {
 namespace {
 
 constexpr int kRowThreads = 256;
-
-// The sum of v over the block, in every thread.
-__device__ __forceinline__ float block_sum(float v, float* scratch) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();  // an earlier call's readers are done
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  float total = 0.0f;
-#pragma unroll
-  for (int i = 0; i < kRowThreads / 32; ++i) total += scratch[i];
-  return total;
-}
 
 // The values rms_norm_kernel normalises: a row of x, or (CombinedRows) the MoE
 // combine of expert outputs, sum_j w[r, j] * y[pos[r, j]], rounded to T as
@@ -73,7 +61,7 @@ __global__ void __launch_bounds__(kRowThreads)
     }
     ss += v * v;
   }
-  const float inv = rsqrtf(block_sum(ss, partial) / static_cast<float>(N) + eps);
+  const float inv = rsqrtf(block_reduce(ss, SumOp{}, partial) / static_cast<float>(N) + eps);
   for (int64_t i = threadIdx.x; i < N; i += kRowThreads) {  // each thread rereads what it wrote (or recomputes)
     const float v = residual ? static_cast<float>(residual_out[r * N + i]) : x(r, i);
     out[r * N + i] = T(v * inv * (w ? static_cast<float>(w[i]) : 1.0f));
@@ -149,7 +137,7 @@ __global__ void __launch_bounds__(kRowThreads)
 #pragma unroll
     for (int e = 0; e < V; ++e) ss += v[c][e] * v[c][e];
   }
-  const float inv = rsqrtf(block_sum(ss, partial) / static_cast<float>(N) + eps);
+  const float inv = rsqrtf(block_reduce(ss, SumOp{}, partial) / static_cast<float>(N) + eps);
 #pragma unroll
   for (int c = 0; c < kNormChunks; ++c) {
     const int64_t i = index(c);
@@ -181,13 +169,13 @@ __global__ void __launch_bounds__(kRowThreads)
   const T* xr = x + r * N;
   float s = 0.0f;
   for (int64_t i = threadIdx.x; i < N; i += kRowThreads) s += static_cast<float>(xr[i]);
-  const float mean = block_sum(s, scratch) / static_cast<float>(N);
+  const float mean = block_reduce(s, SumOp{}, scratch) / static_cast<float>(N);
   float sq = 0.0f;
   for (int64_t i = threadIdx.x; i < N; i += kRowThreads) {
     const float d = static_cast<float>(xr[i]) - mean;
     sq += d * d;
   }
-  const float inv = rsqrtf(block_sum(sq, scratch) / static_cast<float>(N) + eps);
+  const float inv = rsqrtf(block_reduce(sq, SumOp{}, scratch) / static_cast<float>(N) + eps);
   for (int64_t i = threadIdx.x; i < N; i += kRowThreads) {
     const float y = (static_cast<float>(xr[i]) - mean) * inv;
     out[r * N + i] = T(y * (w ? static_cast<float>(w[i]) : 1.0f) + (b ? static_cast<float>(b[i]) : 0.0f));

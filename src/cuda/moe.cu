@@ -19,12 +19,13 @@
 #include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
 #include "cuda/rank_key.cuh"
+#include "cuda/route_one_token.cuh"
 
 namespace kiln::cuda_backend {
 
 namespace {
 
-constexpr int kMaxExperts = 1024;
+constexpr int kMaxExperts = kMaxRouteExperts;
 
 // ---- index_select ----
 template <class U, class I>
@@ -230,11 +231,7 @@ __global__ void __launch_bounds__(kMaxExperts)
   }
 }
 
-// One token (a decode step): an expert a thread, so that nothing runs k passes in
-// a row. Each thread's rank is the count of keys above its own (all of them in
-// shared memory, compared in parallel); ranks below k are the choices, in order,
-// and a ballot of the choices places them (one row per chosen expert, in expert
-// order). The weights are summed in the order of the picks, as route_token does.
+// One token (a decode step): route_one_token.cuh, an expert a thread.
 // H100: bench.py [1,128] top-8 2.5 us against 3.6 for route_place_kernel (a warp's
 // 8 passes); Qwen3-30B-A3B decode at 128 context, A/B in one run, bf16 296.8-300.7
 // against 293.9-296.3 tok/s, fp8 416.0-417.8 against 405.6-413.3.
@@ -244,60 +241,12 @@ __global__ void __launch_bounds__(kMaxExperts)
                            bool renormalize, float* __restrict__ w_out, int32_t* __restrict__ e_out,
                            int32_t* __restrict__ offs, int32_t* __restrict__ sorted_pos,
                            int32_t* __restrict__ token_of) {
-  __shared__ __align__(16) RankKey keys[kMaxExperts];  // read two at a time
-  __shared__ float partial[kMaxExperts / 32], picked[32];
-  __shared__ uint32_t chosen_bits[kMaxExperts / 32];
+  __shared__ __align__(16) RouteOneTokenSmem smem;
   chain_wait();
   chain_release();
-  const int e = threadIdx.x, lane = e % 32, warp = e / 32, warps = blockDim.x / 32;
-  const bool in = e < E;
-  const float kNegInf = -INFINITY;
-  // a reduction over the block with op (max or sum), every thread gets the result
-  const auto block_reduce = [&](float v, auto op) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-    if (lane == 0) partial[warp] = v;
-    __syncthreads();
-    v = partial[0];
-    for (int w = 1; w < warps; ++w) v = op(v, partial[w]);
-    __syncthreads();  // partial is free again
-    return v;
-  };
-  float p = in ? static_cast<float>(logits[e]) : kNegInf;
-  if (sigmoid) {
-    p = 1.0f / (1.0f + expf(-p));
-  } else {
-    const float m = block_reduce(p, [](float a, float b) { return fmaxf(a, b); });
-    p = in ? expf(p - m) : 0.0f;
-    p /= block_reduce(p, [](float a, float b) { return a + b; });
-  }
-  float sel = in && bias ? p + bias[e] : p;
-  if (isnan(sel)) sel = kNegInf;  // NaN chosen last, as on the CPU
-  const RankKey key = in ? rank_key(sel, static_cast<uint32_t>(e), true) : 0;
-  keys[e] = key;
-  __syncthreads();
-  int rank = 0;  // keys are distinct (the index is in them)
-  for (int j = 0; j < static_cast<int>(blockDim.x); j += 2) {
-    const ulonglong2 two = *reinterpret_cast<const ulonglong2*>(keys + j);
-    rank += (two.x > key) + (two.y > key);
-  }
-  const bool chosen = in && rank < k;
-  if (chosen) picked[rank] = p;
-  const uint32_t bits = __ballot_sync(0xffffffffu, chosen);
-  if (lane == 0) chosen_bits[warp] = bits;
-  __syncthreads();
-  int before = 0;  // chosen experts below this warp's
-  for (int w = 0; w < warp; ++w) before += __popc(chosen_bits[w]);
-  const int pos = before + __popc(bits & ((1u << lane) - 1u));
-  if (in) offs[e] = pos + (chosen ? 1 : 0);
-  if (chosen) {
-    float total = 0.0f;
-    for (int i = 0; i < k; ++i) total += picked[i];
-    w_out[rank] = renormalize && total > 0.0f ? p / total : p;
-    e_out[rank] = e;
-    sorted_pos[rank] = pos;
-    token_of[pos] = 0;
-  }
+  const int e = threadIdx.x;
+  route_one_token(e < E ? static_cast<float>(logits[e]) : 0.0f, E, static_cast<int>(blockDim.x), k, sigmoid, bias,
+                  renormalize, w_out, e_out, offs, sorted_pos, token_of, smem);
 }
 
 template <class T>
