@@ -245,8 +245,8 @@ __global__ void __launch_bounds__(kMaxExperts)
   chain_wait();
   chain_release();
   const int e = threadIdx.x;
-  route_one_token(e < E ? static_cast<float>(logits[e]) : 0.0f, E, static_cast<int>(blockDim.x), k, sigmoid, bias,
-                  renormalize, w_out, e_out, offs, sorted_pos, token_of, smem);
+  route_one_token(e < E ? static_cast<float>(logits[e]) : 0.0f, E, k, sigmoid, bias, renormalize, w_out, e_out,
+                  offs, sorted_pos, token_of, smem);
 }
 
 template <class T>

@@ -3,8 +3,8 @@
 // above its own (all of them in shared memory, compared in parallel); ranks below
 // k are the choices, in order, and a ballot of the choices places them (one row
 // per chosen expert, in expert order). The weights are summed in the order of the
-// picks, as moe.cu's route_token does. moe_route's one-token kernel; a fused
-// kernel that makes the logits itself can route with it too.
+// picks, as moe.cu's route_token does. Apart from moe.cu's kernel so that a kernel
+// that makes the logits itself can route with it.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -25,10 +25,10 @@ struct RouteOneTokenSmem {
   uint32_t chosen_bits[kMaxRouteExperts / 32];
 };
 
-// Thread e < E brings expert e's logit; `slots` (E rounded up to a multiple of 32,
-// at most blockDim.x) threads take part in the ranking, every thread in the barriers.
-// Writes MoeRouting's weights, experts, offs, sorted_pos and token_of for token 0.
-__device__ __forceinline__ void route_one_token(float logit, int E, int slots, int k, bool sigmoid,
+// Thread e < E brings expert e's logit; the block (whole warps, at least E threads,
+// at most kMaxRouteExperts) ranks them. Writes MoeRouting's weights, experts, offs,
+// sorted_pos and token_of for token 0.
+__device__ __forceinline__ void route_one_token(float logit, int E, int k, bool sigmoid,
                                                 const float* __restrict__ bias, bool renormalize,
                                                 float* __restrict__ w_out, int32_t* __restrict__ e_out,
                                                 int32_t* __restrict__ offs, int32_t* __restrict__ sorted_pos,
@@ -47,20 +47,18 @@ __device__ __forceinline__ void route_one_token(float logit, int E, int slots, i
   float sel = in && bias ? p + bias[e] : p;
   if (isnan(sel)) sel = kNegInf;  // NaN chosen last, as on the CPU
   const RankKey key = in ? rank_key(sel, static_cast<uint32_t>(e), true) : 0;
-  if (e < slots) s.keys[e] = key;
+  s.keys[e] = key;
   __syncthreads();
   int rank = 0;  // keys are distinct (the index is in them)
-  if (e < slots)
-    for (int j = 0; j < slots; j += 2) {
-      const ulonglong2 two = *reinterpret_cast<const ulonglong2*>(s.keys + j);
-      rank += (two.x > key) + (two.y > key);
-    }
+  for (int j = 0; j < static_cast<int>(blockDim.x); j += 2) {
+    const ulonglong2 two = *reinterpret_cast<const ulonglong2*>(s.keys + j);
+    rank += (two.x > key) + (two.y > key);
+  }
   const bool chosen = in && rank < k;
   if (chosen) s.picked[rank] = p;
   const uint32_t bits = __ballot_sync(0xffffffffu, chosen);
-  if (lane == 0 && e < slots) s.chosen_bits[warp] = bits;
+  if (lane == 0) s.chosen_bits[warp] = bits;
   __syncthreads();
-  if (e >= slots) return;
   int before = 0;  // chosen experts below this warp's
   for (int w = 0; w < warp; ++w) before += __popc(s.chosen_bits[w]);
   const int pos = before + __popc(bits & ((1u << lane) - 1u));
