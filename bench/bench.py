@@ -7,7 +7,7 @@ enqueued behind a GPU-side spin so that the time is the GPU's, not the host's. I
 times, the speed-up (torch time / kiln time), the bandwidth kiln reached and its
 share of the card's copy bandwidth measured at the start of the same run.
 
-    PYTHONPATH=build/python python3 bench/bench.py [--filter TEXT] [--repeats N]
+    PYTHONPATH=build/python python3 bench/bench.py [--filter TEXT|TEXT...] [--repeats N]
 
 Cases marked [graph] (the decode kernels) are timed as replays of a CUDA graph, for
 both sides, because their host launch cost would otherwise exceed their GPU time.
@@ -506,7 +506,8 @@ def measured_copy_gbs(repeats, stream):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--filter", default="", help="only cases whose family or name contains this")
+    ap.add_argument("--filter", default="",
+                    help="only cases whose family or name contains this, or one of A|B|... (case names hold no '|')")
     ap.add_argument("--repeats", type=int, default=20)
     args = ap.parse_args()
     if not torch.cuda.is_available() or not kiln.cuda.is_available():
@@ -522,7 +523,7 @@ def main():
         ratios, families = [], {}
         for make in CASES:
             for c in make():
-                if args.filter and args.filter not in c.name and args.filter not in c.family:
+                if args.filter and not any(f in c.name or f in c.family for f in args.filter.split("|")):
                     continue
                 timer = time_graph_us if c.graph else lambda f, r: time_us(f, r, stream)
                 tk = timer(c.kiln_fn, args.repeats)
