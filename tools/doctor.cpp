@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "cpu/blas_info.h"
+#include "cpu/prefetch.h"
 #include "kiln/kiln.h"
 
 namespace kiln::tools {
@@ -19,6 +20,8 @@ int doctor() {
   std::printf("kiln 0.1.0\n");
   std::printf("cpu: %d threads (OpenMP); %s, kernels %s\n", omp_get_max_threads(), cpu::openblas_config().c_str(),
               cpu::openblas_corename().c_str());
+  std::printf("cpu: x86 family 0x%x; decode kernels prefetch %zu bytes ahead (KILN_CPU_PREFETCH_AHEAD)\n",
+              cpu::cpu_family(), cpu::line_prefetch_ahead());
   const auto& a = cuda::availability();
   std::printf("cuda: built %s; runtime %s; driver %s\n", cuda::built_with_cuda() ? "yes" : "no",
               cuda_version(a.runtime_version).c_str(), cuda_version(a.driver_version).c_str());

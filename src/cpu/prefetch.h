@@ -4,6 +4,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 
 namespace kiln::cpu {
 
@@ -13,6 +18,21 @@ inline bool cpu_is_amd() {
   return amd;
 #else
   return false;
+#endif
+}
+
+// The x86 family number (base plus extended: Zen 3 and 4 are 0x19, Zen 5 0x1a), 0 elsewhere.
+inline unsigned cpu_family() {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  static const unsigned family = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return 0u;
+    const unsigned base = (eax >> 8) & 0xf;
+    return base == 0xf ? base + ((eax >> 20) & 0xff) : base;
+  }();
+  return family;
+#else
+  return 0;
 #endif
 }
 
@@ -32,8 +52,8 @@ inline bool cpu_is_amd() {
 // there, so AMD gets none of these (but see line_prefetch_ahead below).
 inline int64_t row_prefetch_distance() { return cpu_is_amd() ? 0 : 8192; }
 
-// On AMD, the decode dot products ask for the line(s) 4 KB ahead of every 64
-// weights they read (non-temporal). The fp8 decode's 9 instructions per 64 codes
+// On AMD Zen 5 (family 0x1a) and later, the decode dot products ask for the line(s)
+// 4 KB ahead of every 64 weights they read (non-temporal). The fp8 decode's 9 instructions per 64 codes
 // hold fewer loads in flight than a plain read, and a prefetch retires without
 // waiting for its line. 2-core Zen 5 VM, one row, medians of 30-38 alternations
 // against the fastest of 3 reads just before (the variant run second in a pair can
@@ -50,6 +70,19 @@ inline int64_t row_prefetch_distance() { return cpu_is_amd() ? 0 : 8192; }
 // reach it. 28 layers' caches in turn (so from DRAM), 16 q / 8 KV heads, d128,
 // both orders: 2048 keys 445 -> 415 and 409 -> 397 us a layer (a first cut: 251 ->
 // 226 and 322 -> 313; 2 and 8 KB ahead no better than 4); 512 keys 119 -> 120 us.
-inline size_t line_prefetch_ahead() { return cpu_is_amd() ? 4096 : 0; }
+// On a 2-core Zen 4 VM (family 0x19) the same prefetches cost, in alternation:
+// Qwen3-0.6B decode steps 22.5, 24.4, 22.7 tok/s with them against 27.8, 33.7, 25.0
+// without (bf16, 128 context); fp8 44.4, 42.1, 42.3 against 49.9, 49.8, 48.7; 2048
+// context 20.4 against 26.8; and rows of 1024 bf16 dotted in a loop, against a sum
+// of the same bytes just before each (medians of 15): 0.75 against 0.95 of its
+// GB/s (4096-wide rows: 0.85 against 0.97). So earlier AMD families get none.
+// KILN_CPU_PREFETCH_AHEAD=bytes overrides the choice (0: none).
+inline size_t line_prefetch_ahead() {
+  static const size_t ahead = [] {
+    if (const char* e = std::getenv("KILN_CPU_PREFETCH_AHEAD")) return static_cast<size_t>(std::strtoull(e, nullptr, 10));
+    return cpu_is_amd() && cpu_family() >= 0x1a ? size_t{4096} : size_t{0};
+  }();
+  return ahead;
+}
 
 }  // namespace kiln::cpu
