@@ -41,7 +41,10 @@ namespace {
 // bf16, 128 context, against the kept kernels in one run): split 0 writing the output itself when the
 // length read on the device is all its own, the other splits returning at once and the merge kernel
 // returning after reading the length, 293.3-294.4 against 297.6-298.1 tok/s (and 290-291 against
-// 294-295 at 2048 context, where only the merge's read of the length differs).
+// 294-295 at 2048 context, where only the merge's read of the length differs). Also slower (H100,
+// in one run): the K and V rows of each warp's first 4 (or 8) steps asked into L2 (prefetch.global.L2)
+// before the wait, so that the copies after it would hit L2: d80 4K 8.0 (8.0) against 6.7 us without, 32K 38.9
+// (43.9) against 35.9; and no change in the 30B bf16 decode, 304.6-305.8 against 304.3-305.0 tok/s.
 constexpr int kMmaWarps = 8, kMmaKeys = 16, kStages = 3;  // 2 and 4 stages measured no faster
 
 __device__ __forceinline__ uint32_t transpose8x8(uint32_t x) {
