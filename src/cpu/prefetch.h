@@ -75,7 +75,9 @@ inline int64_t row_prefetch_distance() { return cpu_is_amd() ? 0 : 8192; }
 // without (bf16, 128 context); fp8 44.4, 42.1, 42.3 against 49.9, 49.8, 48.7; 2048
 // context 20.4 against 26.8; and rows of 1024 bf16 dotted in a loop, against a sum
 // of the same bytes just before each (medians of 15): 0.75 against 0.95 of its
-// GB/s (4096-wide rows: 0.85 against 0.97). So earlier AMD families get none.
+// GB/s (4096-wide rows: 0.85 against 0.97); fp8 rows of 2048 codes from DRAM on both
+// cores, 33.5-35.2 GB/s of codes without against 27-29 with 1, 2, 4 or 8 KB ahead
+// (non-temporal or T0; T1 26.5-33.3). So earlier AMD families get none.
 // KILN_CPU_PREFETCH_AHEAD=bytes overrides the choice (0: none).
 inline size_t line_prefetch_ahead() {
   static const size_t ahead = [] {
