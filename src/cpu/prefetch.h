@@ -53,11 +53,11 @@ inline unsigned cpu_family() {
 inline int64_t row_prefetch_distance() { return cpu_is_amd() ? 0 : 8192; }
 
 // On AMD Zen 5 (family 0x1a) and later, the decode dot products ask for the line(s)
-// 4 KB ahead of every 64 weights they read (non-temporal). The fp8 decode's 9 instructions per 64 codes
-// hold fewer loads in flight than a plain read, and a prefetch retires without
-// waiting for its line. 2-core Zen 5 VM, one row, medians of 30-38 alternations
-// against the fastest of 3 reads just before (the variant run second in a pair can
-// gain or lose from its place, so both orders where two figures):
+// 4 KB ahead of every 64 weights they read (non-temporal). The fp8 decode's 9
+// instructions per 64 codes hold fewer loads in flight than a plain read, and a
+// prefetch retires without waiting for its line. 2-core Zen 5 VM, one row, medians
+// of 30-38 alternations against the fastest of 3 reads just before (the variant run
+// second in a pair can gain or lose from its place, so both orders where two figures):
 //  - fp8: 130048 x 4096 92 -> 103% and 95 -> 101% of the read (2 and 8 KB ahead:
 //    94 and 98%); 43690 x 3072 84 -> 101%; 65536 x 2048 85 -> 89%; 151936 x 1024
 //    80 -> 82% and 71 -> 70%; a Qwen3-0.6B fp8 decode step 51 -> 53% and 46 -> 46%;
