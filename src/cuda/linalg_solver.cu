@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "core/check.h"
+#include "cuda/block_reduce.cuh"
 #include "cuda/common.h"
 #include "cuda/cublas_handle.h"
 #include "cuda/linalg_backward.h"
@@ -282,11 +283,7 @@ __global__ void __launch_bounds__(kScaleThreads) scale_by_power_of_two_kernel(T*
       mx = fmaxf(mx, fabsf(x[i]));
   }
   __shared__ float warp_max[kScaleThreads / 32];
-  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = mx;
-  __syncthreads();
-  mx = 0.0f;
-  for (int w = 0; w < kScaleThreads / 32; ++w) mx = fmaxf(mx, warp_max[w]);
+  mx = block_reduce(mx, MaxOp{}, warp_max);
   const int e = mx > 0.0f && isfinite(mx) ? ilogbf(mx) : 0;
   if (threadIdx.x == 0) factor[blockIdx.x] = ldexpf(1.0f, e);
   if (e == 0) return;
