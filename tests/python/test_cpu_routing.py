@@ -82,6 +82,8 @@ class IndexSelect(unittest.TestCase):
             kiln.index_select(kiln.zeros((5, 2)), 0, kiln.tensor([1, 5]))
         with self.assertRaisesRegex(kiln.Error, "int32 or int64"):
             kiln.index_select(kiln.zeros((5, 2)), 0, kiln.tensor([1.0]))
+        with self.assertRaisesRegex(kiln.Error, r"embedding: weight must be 2-D .*got shape \(5,\)"):
+            KF.embedding(kiln.tensor([1, 2]), kiln.zeros((5,)))
 
 
 class Router(unittest.TestCase):

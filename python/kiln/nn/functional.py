@@ -36,5 +36,7 @@ def scaled_mm(input, mat2, scale_a, scale_b, bias=None, out_dtype=None, use_fast
 
 def embedding(input, weight):
     """Rows of weight [num_embeddings, dim] at the int32/int64 ids in input, as F.embedding."""
+    if weight.dim() != 2:
+        raise _kiln.Error(f"embedding: weight must be 2-D [num_embeddings, dim], got shape {tuple(weight.shape)}")
     out = _kiln.index_select(weight, 0, input.reshape((input.numel(),)))
     return out.reshape(tuple(input.shape) + (weight.shape[1],))
