@@ -28,7 +28,7 @@
 // 3 blocks an SM at d40 (168 registers, spills) 145; rescaling O only when a row's
 // max grows by 2^8, 116 and 164; 3 stages 116 and 163.
 // Slower as well, Hopper's wgmma in place of mma.sync (branch exp/prefill-wgmma:
-// warpgroups of 64 rows, S = Q K^T with Q and O += P V with P from registers, K and
+// warpgroups of 64 rows, S = Q K^T and O += P V with Q and P from registers, K and
 // V by cp.async in wgmma's no-swizzle layout; H100, in one run against this kernel's
 // 113 us at d40 causal and 160 us at d128): 2 warpgroups x 64 keys a step 117 and
 // 179 us, 3 x 64 152 and 151, 1 x 64 196 and 253, 2 x 128 317 and 234; with step
@@ -36,7 +36,8 @@
 // 200 and 256. Every product's wait is exposed, as here; what makes FlashAttention-3
 // fast (TMA loads by a producer warp, the consumer warpgroups' softmax and products
 // in ping-pong) is not in it. The variants without the early Q K^T also gave wrong
-// results on some shapes (test_gpu_attention_prefill), not yet understood.
+// results on some shapes (test_gpu_attention_prefill), not yet understood. The branch
+// also holds a warp-specialised variant (a TMA producer warp, mbarriers), never run.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
