@@ -1,7 +1,8 @@
 // Software prefetch choices of the CPU decode kernels that stream memory once
-// (decode linears, attention over a KV cache), by CPU vendor.
+// (decode linears, attention over a KV cache), by CPU vendor and family.
 #pragma once
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -9,6 +10,8 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <cpuid.h>
 #endif
+
+#include "core/check.h"
 
 namespace kiln::cpu {
 
@@ -78,10 +81,18 @@ inline int64_t row_prefetch_distance() { return cpu_is_amd() ? 0 : 8192; }
 // GB/s (4096-wide rows: 0.85 against 0.97); fp8 rows of 2048 codes from DRAM on both
 // cores, 33.5-35.2 GB/s of codes without against 27-29 with 1, 2, 4 or 8 KB ahead
 // (non-temporal or T0; T1 26.5-33.3). So earlier AMD families get none.
-// KILN_CPU_PREFETCH_AHEAD=bytes overrides the choice (0: none).
+// KILN_CPU_PREFETCH_AHEAD=bytes overrides the choice (0: none); anything but a plain
+// decimal count is an error (strtoull alone would read "-1" as 2^64 - 1 and "4k" as 4).
 inline size_t line_prefetch_ahead() {
   static const size_t ahead = [] {
-    if (const char* e = std::getenv("KILN_CPU_PREFETCH_AHEAD")) return static_cast<size_t>(std::strtoull(e, nullptr, 10));
+    if (const char* e = std::getenv("KILN_CPU_PREFETCH_AHEAD")) {
+      char* end = nullptr;
+      errno = 0;
+      const unsigned long long bytes = std::strtoull(e, &end, 10);
+      KILN_CHECK(*e >= '0' && *e <= '9' && *end == '\0' && errno == 0,
+                 "KILN_CPU_PREFETCH_AHEAD must be a count of bytes (decimal digits), got '", e, "'");
+      return static_cast<size_t>(bytes);
+    }
     return cpu_is_amd() && cpu_family() >= 0x1a ? size_t{4096} : size_t{0};
   }();
   return ahead;

@@ -1,4 +1,7 @@
 """scaled_mm and grouped_mm on the CPU against numpy (float64 references)."""
+import os
+import subprocess
+import sys
 import unittest
 
 import numpy as np
@@ -151,6 +154,23 @@ def bf16_rows(x):
     b = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
     values = (b.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return kiln.from_dlpack(b).view(kiln.bfloat16), values
+
+
+class PrefetchOverride(unittest.TestCase):
+    def test_a_bad_prefetch_distance_raises_naming_it(self):
+        # read once per process (cpu/prefetch.h), so each value runs in a fresh interpreter
+        code = ("import kiln, kiln.nn.functional as KF\n"
+                "w = kiln.zeros((64, 256), dtype=kiln.bfloat16)\n"
+                "x = kiln.zeros((1, 256), dtype=kiln.bfloat16)\n"
+                "try:\n    KF.linear(x, w)\n    print('ran')\n"
+                "except kiln.Error as e:\n    print(e)\n")
+        for value, want in [("-1", "got '-1'"), ("4k", "got '4k'"), ("", "got ''"), ("99999999999999999999999", "got '9"),
+                            ("4096", "ran"), ("0", "ran")]:
+            env = dict(os.environ, KILN_CPU_PREFETCH_AHEAD=value)
+            out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+            self.assertIn(want, out, msg=value)
+            if want != "ran":
+                self.assertIn("KILN_CPU_PREFETCH_AHEAD must be a count of bytes", out)
 
 
 class GroupedMm(unittest.TestCase):
