@@ -72,6 +72,26 @@ class KvCacheOps(TorchParityBase):
             zero = kiln.attention_decode_cache(k(q), k(kc), k(vc), k(torch.zeros(B, device=DEV, dtype=torch.int32)))
             self.assertEqual(float(torch.from_dlpack(zero).abs().max()), 0.0)
 
+    def test_attention_decode_cache_right_after_a_chained_write_of_the_lengths(self):
+        # The kernel reads seq_lens before it waits for the kernel before it, and again after: here that
+        # kernel is a chained fill_ that changes the lengths, which the first read may or may not see
+        F = torch.nn.functional
+        hq, hkv, d, cap = 32, 8, 80, 4096
+        q = torch.randn(1, hq, d, device=DEV, dtype=torch.bfloat16)
+        kc = torch.randn(1, hkv, cap, d, device=DEV, dtype=torch.bfloat16)
+        vc = torch.randn(1, hkv, cap, d, device=DEV, dtype=torch.bfloat16)
+        kq, kkc, kvc = k(q), k(kc), k(vc)
+        lens = kiln.full([1], 1, dtype=kiln.int32, device=kiln.device("cuda"))
+        want = {s: F.scaled_dot_product_attention(q[:, :, None], kc[:, :, :s], vc[:, :, :s], scale=0.125,
+                                                  enable_gqa=True)[:, :, 0] for s in (37, 4096, 1000)}
+        outs = []
+        for _ in range(20):
+            for s in want:
+                lens.fill_(s)
+                outs.append((s, kiln.attention_decode_cache(kq, kkc, kvc, lens, 0.125)))
+        for s, got in outs:
+            torch.testing.assert_close(torch.from_dlpack(got), want[s], rtol=2e-2, atol=2e-2, msg=f"length {s}")
+
 
 @unittest.skipUnless(HAVE, "needs torch with CUDA and a CUDA device for kiln")
 class EngineGraph(TorchParityBase):
