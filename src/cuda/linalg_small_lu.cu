@@ -106,6 +106,14 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // exp/lu-onewave, held to 32 registers, with spills): 162 against 128 us, 264
 // matrices 63.6 against 43.7. The second wave is not what costs: on the H200 one
 // full wave (792 matrices) takes 103.8 us and 1024 take 125.5.
+// Also slower (H100, in one run against this kernel's 125.8-126.0 us at 1024 x 64):
+// the matrix row-major (pitch 66), the update warps taking live rows (a bit mask,
+// dead rows skipped at no lane's cost) and lane L columns 2L and 2L + 1 with 16-byte
+// accesses, 134-135 us (6 warps; 4: 142, 8: 133), as it counts about as many
+// instructions and shared-memory wavefronts as the column walk here; and, in warp
+// 0, every lane's reciprocals computed beside the pivot reductions (the winner's
+// taken by a shuffle) with the pivot row kept in a register across the barrier,
+// 162 us: zero rows take __frcp_rn's slow path.
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>

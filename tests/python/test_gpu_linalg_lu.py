@@ -94,6 +94,19 @@ class LinalgAgainstTorch(unittest.TestCase):
             torch.testing.assert_close(T(LU).cpu(), tLU, rtol=1e-4, atol=1e-4)
             with self.assertRaisesRegex(kiln.Error, r"\(batch element 1\) U\[4,4\] is zero"):
                 kiln.linalg.lu_factor(k(S))
+        # tiny pivots (below FLT_MIN, subnormal): getf2 divides by them, as a reciprocal would
+        # overflow. Diagonally dominant, so no pivot is a near tie. Checked by P L U = A in double
+        # precision, scaled up from ~1e-40 (LAPACK builds differ in how they scale by tiny pivots).
+        for dt, n in ((torch.complex64, 12), (torch.float32, 12), (torch.complex64, 48), (torch.float32, 48)):
+            A = (torch.randn(3, n, n, device=DEV, dtype=dt) + 2 * n * torch.eye(n, device=DEV, dtype=dt)) * 1e-40
+            self.assertLess(float(A.abs().max()), 1.17e-38, "every entry below FLT_MIN")
+            LU, piv, info = kiln.linalg.lu_factor_ex(k(A))
+            wide = torch.complex128 if dt == torch.complex64 else torch.float64
+            P, L, U = torch.lu_unpack(T(LU).cpu().to(wide) * 1e40, T(piv).cpu())
+            L = L.tril(-1) / 1e40 + torch.eye(n, dtype=wide)  # lu_unpack scaled L's multipliers too
+            self.assertEqual(T(info).cpu().tolist(), [0, 0, 0])
+            self.assertTrue(torch.equal(T(piv).cpu(), torch.arange(1, n + 1, dtype=torch.int32).expand(3, n)))
+            torch.testing.assert_close(P @ L @ U, A.cpu().to(wide) * 1e40, rtol=1e-3, atol=1e-3, msg=f"{dt} {n}")
         # a permutation: every pivot is a row swap, with ones found below zeros
         Pm = torch.eye(9, device=DEV)[torch.randperm(9, device=DEV)]
         LU, piv, _ = kiln.linalg.lu_factor_ex(k(Pm))
