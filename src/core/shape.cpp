@@ -1,5 +1,7 @@
 #include "core/shape.h"
 
+#include <algorithm>
+#include <climits>
 #include <sstream>
 
 #include "core/check.h"
@@ -40,8 +42,33 @@ int64_t storage_span(const Shape& shape, const Shape& strides) {
   return last + 1;
 }
 
+int64_t checked_storage_span(const char* op, const Shape& shape, const Shape& strides) {
+  KILN_CHECK(shape.size() == strides.size(), op, ": shape ", shape, " and strides ", strides, " differ in length");
+  for (int64_t st : strides) KILN_CHECK(st >= 0, op, ": negative strides are not supported: ", strides);
+  if (shape_numel(shape) == 0) return 0;
+  int64_t last = 0;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    int64_t reach = 0;
+    KILN_CHECK(!__builtin_mul_overflow(shape[i] - 1, strides[i], &reach) &&
+                   !__builtin_add_overflow(last, reach, &last) && last < INT64_MAX,
+               op, ": shape ", shape, " with strides ", strides, " reaches past the int64 range of element offsets");
+  }
+  return last + 1;
+}
+
 void check_shape(const char* op, const Shape& shape) {
   for (int64_t s : shape) KILN_CHECK(s >= 0, op, ": negative size ", s, " in shape ", shape);
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return;  // empty, whatever the other sizes
+  int64_t n = 1;
+  for (int64_t s : shape)
+    KILN_CHECK(!__builtin_mul_overflow(n, s, &n), op, ": shape ", shape, " has more elements than an int64 can count");
+}
+
+size_t checked_nbytes(const char* op, int64_t n, size_t itemsize) {
+  int64_t bytes = 0;
+  KILN_CHECK(n >= 0 && !__builtin_mul_overflow(n, static_cast<int64_t>(itemsize), &bytes), op, ": ", n,
+             " elements of ", itemsize, " bytes are more bytes than an int64 can count");
+  return static_cast<size_t>(bytes);
 }
 
 int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
@@ -61,9 +88,16 @@ Shape infer_size(const char* op, const Shape& shape, int64_t numel) {
       infer = static_cast<int>(i);
     } else {
       KILN_CHECK(shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " in ", shape);
-      known *= shape[i];
     }
   }
+  // the product of the given sizes, checked: one that wrapped could match numel and pass a
+  // shape the storage cannot hold (a zero size makes it 0 whatever the others)
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) known = 0;
+  else
+    for (int64_t s : shape)
+      if (s != -1)
+        KILN_CHECK(!__builtin_mul_overflow(known, s, &known), op, ": shape ", shape,
+                   " has more elements than an int64 can count");
   if (infer >= 0) {
     KILN_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape, " is invalid for input of size ", numel);
     out[infer] = numel / known;

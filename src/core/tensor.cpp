@@ -17,26 +17,22 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, Shape shape, Shape strides, int
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   check_shape("empty", shape);
-  const int64_t n = shape_numel(shape);
-  auto storage = allocate_storage(static_cast<size_t>(n) * kiln::itemsize(dtype), device);
+  auto storage = allocate_storage(checked_nbytes("empty", shape_numel(shape), kiln::itemsize(dtype)), device);
   return Tensor(std::move(storage), shape, contiguous_strides(shape), 0, dtype);
 }
 
 Tensor Tensor::empty_strided(const Shape& shape, const Shape& strides, DType dtype, Device device) {
   check_shape("empty_strided", shape);
-  KILN_CHECK(shape.size() == strides.size(), "empty_strided: shape ", shape, " and strides ", strides,
-             " differ in length");
-  const int64_t span = storage_span(shape, strides);
-  auto storage = allocate_storage(static_cast<size_t>(span) * kiln::itemsize(dtype), device);
+  const int64_t span = checked_storage_span("empty_strided", shape, strides);
+  auto storage = allocate_storage(checked_nbytes("empty_strided", span, kiln::itemsize(dtype)), device);
   return Tensor(std::move(storage), shape, strides, 0, dtype);
 }
 
 Tensor Tensor::from_blob(void* data, const Shape& shape, const Shape& strides, DType dtype, Device device,
                          std::function<void(void*)> deleter) {
   check_shape("from_blob", shape);
-  KILN_CHECK(shape.size() == strides.size(), "from_blob: shape ", shape, " and strides ", strides,
-             " differ in length");
-  const size_t nbytes = static_cast<size_t>(storage_span(shape, strides)) * kiln::itemsize(dtype);
+  const size_t nbytes =
+      checked_nbytes("from_blob", checked_storage_span("from_blob", shape, strides), kiln::itemsize(dtype));
   auto storage = std::make_shared<Storage>(data, nbytes, device, std::move(deleter));
   return Tensor(std::move(storage), shape, strides, 0, dtype);
 }
@@ -167,6 +163,7 @@ Tensor Tensor::expand(const Shape& shape) const {
       strides[i] = 0;
     }
   }
+  check_shape("expand", out);
   return Tensor(storage_, out, strides, offset_, dtype_);
 }
 
@@ -216,15 +213,15 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
 
 Tensor Tensor::as_strided(const Shape& shape, const Shape& strides, std::optional<int64_t> offset) const {
   check_shape("as_strided", shape);
-  KILN_CHECK(shape.size() == strides.size(), "as_strided: shape ", shape, " and strides ", strides,
-             " differ in length");
   const int64_t off = offset.value_or(offset_);
   KILN_CHECK(off >= 0, "as_strided: negative storage offset ", off);
-  for (int64_t s : strides) KILN_CHECK(s >= 0, "as_strided: negative strides are not supported: ", strides);
-  const int64_t span = shape_numel(shape) == 0 ? 0 : off + storage_span(shape, strides);
-  KILN_CHECK(static_cast<size_t>(span) * itemsize() <= storage_->nbytes, "as_strided: shape ", shape,
-             " strides ", strides, " offset ", off, " need ", span * static_cast<int64_t>(itemsize()),
-             " bytes but the storage has ", storage_->nbytes);
+  const int64_t reach = checked_storage_span("as_strided", shape, strides);
+  int64_t span = 0;
+  KILN_CHECK(reach == 0 || !__builtin_add_overflow(off, reach, &span), "as_strided: offset ", off, " plus shape ",
+             shape, " with strides ", strides, " reaches past the int64 range of element offsets");
+  const size_t need = checked_nbytes("as_strided", span, itemsize());
+  KILN_CHECK(need <= storage_->nbytes, "as_strided: shape ", shape, " strides ", strides, " offset ", off, " need ",
+             need, " bytes but the storage has ", storage_->nbytes);
   return Tensor(storage_, shape, strides, off, dtype_);
 }
 

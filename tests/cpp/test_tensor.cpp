@@ -97,6 +97,35 @@ TEST(Tensor, ExpandSqueezeUnsqueeze) {
   EXPECT_THROW(t.unsqueeze(3), Error);
 }
 
+// Sizes whose element count, byte count or reach wraps past int64 would size a buffer too
+// short for the shape (2^62 x 4 elements wrapped to 0): each is refused, naming the op.
+TEST(Tensor, SizesPastInt64AreRefused) {
+  const int64_t big = int64_t{1} << 62, half = int64_t{1} << 32;
+  const auto refuses = [](const std::function<void()>& f, const std::string& what) {
+    try {
+      f();
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refuses([&] { Tensor::empty({big, 4}, float32, kCPU); }, "empty: shape [4611686018427387904, 4] has more elements");
+  refuses([&] { zeros({half, half}); }, "more elements than an int64 can count");
+  refuses([&] { Tensor::empty({big / 2, 2}, float32, kCPU); }, "elements of 4 bytes are more bytes");
+  refuses([&] { zeros({0}).view({half, half}); }, "view: shape [4294967296, 4294967296] has more elements");
+  refuses([&] { iota({6}).reshape({big, 4, -1}); }, "reshape: shape");
+  refuses([&] { iota({1, 1}).expand({half, half}); }, "expand: shape");
+  refuses([&] { iota({4}).as_strided({5}, {big}); }, "as_strided: shape [5] with strides [4611686018427387904] reaches");
+  refuses([&] { iota({4}).as_strided({2}, {1}, INT64_MAX); }, "as_strided: offset");
+  refuses([&] { Tensor::empty_strided({3, 3}, {big, 2}, float32, kCPU); }, "empty_strided: shape [3, 3] with strides");
+  refuses([&] { Tensor::empty_strided({2}, {-1}, float32, kCPU); }, "negative strides");
+  // what stays allowed: any sizes beside a zero (no elements), and a large expand that fits
+  EXPECT_EQ(Tensor::empty({big, 4, 0}, float32, kCPU).numel(), 0);
+  EXPECT_EQ(zeros({0}).view({half, half, 0}).numel(), 0);
+  EXPECT_EQ(iota({1, 1}).expand({half / 2, half / 2}).numel(), (half / 2) * (half / 2));
+  EXPECT_EQ(iota({4}).as_strided({2}, {2}).tolist<int>(), (std::vector<int>{0, 2}));
+}
+
 TEST(Tensor, ZeroSizeAndZeroDim) {
   auto z = zeros({0, 3});
   EXPECT_EQ(z.numel(), 0);
