@@ -1,9 +1,12 @@
 #include "core/allocator.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "core/check.h"
 
@@ -85,6 +88,18 @@ std::shared_ptr<Storage> allocate_cpu(size_t nbytes) {
 }
 
 }  // namespace
+
+std::optional<size_t> cpu_available_bytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  for (std::string line; std::getline(meminfo, line);) {
+    unsigned long long kb = 0;  // "MemAvailable:   21051104 kB"
+    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kb) != 1) continue;
+    auto& st = cpu_pool();
+    std::lock_guard<std::mutex> lock(st.mu);
+    return static_cast<size_t>(kb) * 1024 + st.cached;
+  }
+  return std::nullopt;
+}
 
 std::shared_ptr<Storage> allocate_storage(size_t nbytes, Device device) {
   if (device.is_cpu()) return allocate_cpu(nbytes);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "kiln/memory.h"
 #include "kiln/stream.h"
@@ -11,6 +12,13 @@
 namespace kiln {
 
 std::shared_ptr<Storage> allocate_storage(size_t nbytes, Device device);
+
+// Bytes the CPU allocator could still hand out without the system running short: the
+// kernel's MemAvailable (Linux's /proc/meminfo) plus kiln's cached free blocks; none
+// where the system does not say. The C library's allocations succeed past physical
+// memory (overcommit) and the process is then killed as pages are touched, so work
+// that knows its size ahead (a model's weights) checks this first.
+std::optional<size_t> cpu_available_bytes();
 
 namespace cuda_backend {
 // A block from the cache for the current stream of `device`, or a fresh cudaMalloc.

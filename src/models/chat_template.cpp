@@ -21,7 +21,10 @@ ChatTemplate ChatTemplate::from_file(const std::string& path) {
     ct.format = ChatFormat::ChatML;
   } else if (t.find("<|start_header_id|>") != std::string::npos && t.find("<|eot_id|>") != std::string::npos) {
     ct.format = ChatFormat::Llama3;
-    ct.bos = j.value("bos_token", std::string("<|begin_of_text|>"));
+    // a string, or as older files write it, an added token {"content": "...", ...}
+    const bool added_token = j.contains("bos_token") && j["bos_token"].is_object();
+    ct.bos = json_string(added_token ? j["bos_token"] : j, added_token ? "content" : "bos_token",
+                         "<|begin_of_text|>", "chat template", file);
   } else {
     KILN_NOT_IMPLEMENTED(file, ": chat_template is neither ChatML (<|im_start|>/<|im_end|>) nor Llama 3 "
                          "(<|start_header_id|>/<|eot_id|>); other templates are not supported");

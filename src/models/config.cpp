@@ -57,12 +57,18 @@ ModelConfig load_config(const std::string& file_or_folder) {
     if (!j.contains(key) || j[key].is_null()) continue;
     const auto& r = j[key];
     KILN_CHECK(r.is_object(), "config: ", path, ": '", key, "' must be an object");
-    const std::string type = r.value("rope_type", r.value("type", std::string("default")));
+    const std::string type =
+        json_string(r, "rope_type", json_string(r, "type", "default", "config", path), "config", path);
     KILN_CHECK(type == "default", "config: ", path, ": rotary scaling '", type, "' (", key,
                ") is not supported; only the default rotary embedding is");
-    if (r.contains("rope_theta") && r["rope_theta"].is_number()) c.rope_theta = r["rope_theta"].get<double>();
+    if (r.contains("rope_theta") && !r["rope_theta"].is_null()) {
+      KILN_CHECK(r["rope_theta"].is_number() && r["rope_theta"].get<double>() > 0, "config: ", path, ": ", key,
+                 "'s 'rope_theta' must be a positive number, got ", r["rope_theta"].dump());
+      c.rope_theta = r["rope_theta"].get<double>();
+    }
   }
-  c.tie_word_embeddings = j.value("tie_word_embeddings", false);
+  KILN_CHECK(c.max_position_embeddings > 0, "config: ", path, ": 'max_position_embeddings' must be positive");
+  c.tie_word_embeddings = json_bool(j, "tie_word_embeddings", false, "config", path);
   KILN_CHECK(c.num_key_value_heads > 0 && c.num_attention_heads % c.num_key_value_heads == 0, "config: ", path,
              ": num_attention_heads (", c.num_attention_heads, ") must be a multiple of num_key_value_heads (",
              c.num_key_value_heads, ")");
@@ -74,9 +80,16 @@ ModelConfig load_config(const std::string& file_or_folder) {
     c.num_experts_per_tok = need_int("num_experts_per_tok");
     c.moe_intermediate_size = need_int("moe_intermediate_size");
     c.decoder_sparse_step = std::max<int64_t>(1, opt_int("decoder_sparse_step", 1));
-    c.norm_topk_prob = j.value("norm_topk_prob", true);
-    if (j.contains("mlp_only_layers") && j["mlp_only_layers"].is_array())
-      for (const auto& v : j["mlp_only_layers"]) c.mlp_only_layers.push_back(v.get<int64_t>());
+    c.norm_topk_prob = json_bool(j, "norm_topk_prob", true, "config", path);
+    if (j.contains("mlp_only_layers") && !j["mlp_only_layers"].is_null()) {
+      const auto& layers = j["mlp_only_layers"];
+      KILN_CHECK(layers.is_array(), "config: ", path, ": 'mlp_only_layers' must be a list of layer indices");
+      for (const auto& v : layers) {
+        KILN_CHECK(v.is_number_integer(), "config: ", path, ": 'mlp_only_layers' holds ", v.dump(),
+                   ", not a layer index");
+        c.mlp_only_layers.push_back(v.get<int64_t>());
+      }
+    }
     KILN_CHECK(c.num_experts_per_tok <= c.num_experts, "config: ", path, ": num_experts_per_tok (",
                c.num_experts_per_tok, ") exceeds num_experts (", c.num_experts, ")");
   } else {

@@ -27,7 +27,7 @@ GenerationConfig load_generation_config(const std::string& folder) {
         g.eos_token_ids.push_back(v.get<int64_t>());
       }
   }
-  if (j.value("do_sample", false)) {
+  if (json_bool(j, "do_sample", false, "generation config", path.string())) {
     g.sampling.temperature = j.contains("temperature") && j["temperature"].is_number() ? j["temperature"].get<double>() : 1.0;
     g.sampling.top_k = j.contains("top_k") && j["top_k"].is_number_integer() ? j["top_k"].get<int64_t>() : 50;
     g.sampling.top_p = j.contains("top_p") && j["top_p"].is_number() ? j["top_p"].get<double>() : 1.0;

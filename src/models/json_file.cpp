@@ -22,4 +22,17 @@ nlohmann::json read_json_file(const std::string& file, const char* what) {
   }
 }
 
+bool json_bool(const nlohmann::json& j, const char* key, bool dflt, const char* what, const std::string& file) {
+  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return dflt;
+  KILN_CHECK(j[key].is_boolean(), what, ": ", file, ": '", key, "' must be true or false, got ", j[key].dump());
+  return j[key].get<bool>();
+}
+
+std::string json_string(const nlohmann::json& j, const char* key, const std::string& dflt, const char* what,
+                        const std::string& file) {
+  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return dflt;
+  KILN_CHECK(j[key].is_string(), what, ": ", file, ": '", key, "' must be a string, got ", j[key].dump());
+  return j[key].get<std::string>();
+}
+
 }  // namespace kiln

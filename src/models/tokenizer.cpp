@@ -209,10 +209,13 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
     return obj.at(key);
   };
   const json& model = field(j, "model", "the file");
-  const std::string type = model.value("type", "");
-  KILN_CHECK(type == "BPE", file, ": model type \"", type, "\" is not supported (BPE is)");
-  KILN_CHECK(!model.value("byte_fallback", false), file, ": BPE with byte_fallback (SentencePiece style) is not supported");
+  std::string pattern;  // the split regex
+  // every field read below: one of the wrong JSON type is a kiln::Error naming the file
   try {
+    const std::string type = model.value("type", "");
+    KILN_CHECK(type == "BPE", file, ": model type \"", type, "\" is not supported (BPE is)");
+    KILN_CHECK(!model.value("byte_fallback", false), file,
+               ": BPE with byte_fallback (SentencePiece style) is not supported");
     for (const auto& [tok, id] : field(model, "vocab", "model").items()) {
       const int64_t v = id.get<int64_t>();
       KILN_CHECK(v >= 0 && v < INT32_MAX, file, ": vocab id ", v, " of \"", tok, "\" is out of range");
@@ -237,53 +240,52 @@ Tokenizer Tokenizer::from_file(const std::string& path) {
         KILN_CHECK(id >= 0 && id < INT32_MAX && !content.empty(), file, ": added token \"", content, "\" has id ", id);
         impl->added.push_back({content, static_cast<int32_t>(id), t.value("special", false)});
       }
+    std::stable_sort(impl->added.begin(), impl->added.end(),
+                     [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
+    for (size_t i = 0; i < impl->added.size(); ++i) impl->added_of_id[impl->added[i].id] = i;
+
+    // normalizer: none or NFC (alone or in a Sequence)
+    const json norm = j.value("normalizer", json());
+    auto check_norm = [&](const json& n) {
+      const std::string t = n.value("type", "");
+      KILN_CHECK(t == "NFC", file, ": normalizer \"", t, "\" is not supported (NFC is)");
+      impl->normalize_nfc = true;
+    };
+    if (norm.is_object()) {
+      if (norm.value("type", "") == "Sequence")
+        for (const auto& n : norm.value("normalizers", json::array())) check_norm(n);
+      else
+        check_norm(norm);
+    }
+    // pre_tokenizer: ByteLevel with GPT-2's regex, or a Split regex then ByteLevel without one
+    const json pre = j.value("pre_tokenizer", json());
+    auto byte_level = [&](const json& p, bool may_split) {
+      KILN_CHECK(p.value("type", "") == "ByteLevel", file, ": pre_tokenizer \"", p.value("type", ""),
+                 "\" is not supported (ByteLevel, and Split + ByteLevel are)");
+      KILN_CHECK(!p.value("add_prefix_space", false), file, ": ByteLevel add_prefix_space is not supported");
+      if (p.value("use_regex", true)) {
+        KILN_CHECK(may_split, file, ": a Split regex and ByteLevel's own regex together are not supported");
+        pattern = kGpt2Split;
+      }
+    };
+    KILN_CHECK(pre.is_object(), file, ": no pre_tokenizer (byte-level BPE needs one)");
+    if (pre.value("type", "") == "Sequence") {
+      const json seq = pre.value("pretokenizers", json::array());
+      KILN_CHECK(seq.size() == 2 && seq[0].value("type", "") == "Split", file,
+                 ": pre_tokenizer Sequence must be [Split, ByteLevel]");
+      const json& s = seq[0];
+      KILN_CHECK(s.value("behavior", "") == "Isolated" && !s.value("invert", false), file,
+                 ": Split behavior \"", s.value("behavior", ""), "\" is not supported (Isolated is)");
+      KILN_CHECK(s.contains("pattern") && s["pattern"].contains("Regex"), file, ": Split has no Regex pattern");
+      pattern = s["pattern"]["Regex"].get<std::string>();
+      byte_level(seq[1], false);
+    } else {
+      byte_level(pre, true);
+    }
+    KILN_CHECK(!pattern.empty(), file, ": ByteLevel without a regex and no Split: nothing splits the text");
   } catch (const json::exception& e) {
     KILN_THROW(file, ": unexpected field type: ", e.what());
   }
-  std::stable_sort(impl->added.begin(), impl->added.end(),
-                   [](const AddedToken& a, const AddedToken& b) { return a.content.size() > b.content.size(); });
-  for (size_t i = 0; i < impl->added.size(); ++i) impl->added_of_id[impl->added[i].id] = i;
-
-  // normalizer: none or NFC (alone or in a Sequence)
-  const json norm = j.value("normalizer", json());
-  auto check_norm = [&](const json& n) {
-    const std::string t = n.value("type", "");
-    KILN_CHECK(t == "NFC", file, ": normalizer \"", t, "\" is not supported (NFC is)");
-    impl->normalize_nfc = true;
-  };
-  if (norm.is_object()) {
-    if (norm.value("type", "") == "Sequence")
-      for (const auto& n : norm.value("normalizers", json::array())) check_norm(n);
-    else
-      check_norm(norm);
-  }
-  // pre_tokenizer: ByteLevel with GPT-2's regex, or a Split regex then ByteLevel without one
-  const json pre = j.value("pre_tokenizer", json());
-  std::string pattern;
-  auto byte_level = [&](const json& p, bool may_split) {
-    KILN_CHECK(p.value("type", "") == "ByteLevel", file, ": pre_tokenizer \"", p.value("type", ""),
-               "\" is not supported (ByteLevel, and Split + ByteLevel are)");
-    KILN_CHECK(!p.value("add_prefix_space", false), file, ": ByteLevel add_prefix_space is not supported");
-    if (p.value("use_regex", true)) {
-      KILN_CHECK(may_split, file, ": a Split regex and ByteLevel's own regex together are not supported");
-      pattern = kGpt2Split;
-    }
-  };
-  KILN_CHECK(pre.is_object(), file, ": no pre_tokenizer (byte-level BPE needs one)");
-  if (pre.value("type", "") == "Sequence") {
-    const json seq = pre.value("pretokenizers", json::array());
-    KILN_CHECK(seq.size() == 2 && seq[0].value("type", "") == "Split", file,
-               ": pre_tokenizer Sequence must be [Split, ByteLevel]");
-    const json& s = seq[0];
-    KILN_CHECK(s.value("behavior", "") == "Isolated" && !s.value("invert", false), file,
-               ": Split behavior \"", s.value("behavior", ""), "\" is not supported (Isolated is)");
-    KILN_CHECK(s.contains("pattern") && s["pattern"].contains("Regex"), file, ": Split has no Regex pattern");
-    pattern = s["pattern"]["Regex"].get<std::string>();
-    byte_level(seq[1], false);
-  } else {
-    byte_level(pre, true);
-  }
-  KILN_CHECK(!pattern.empty(), file, ": ByteLevel without a regex and no Split: nothing splits the text");
   impl->compile_split(pattern);
 
   int32_t size = 0;

@@ -4,9 +4,11 @@
 #include "models/weights.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "kiln/ops.h"
 #include "kiln/safetensors.h"
+#include "core/allocator.h"
 #include "core/check.h"
 
 namespace kiln {
@@ -167,7 +169,13 @@ class Builder {
     w.final_norm = norm("model.norm.weight", H);
     if (c_.tie_word_embeddings && !src_.has("lm_head.weight")) w.lm_head = linear(w.embed);
     else w.lm_head = linear(dense("lm_head.weight", {c_.vocab_size, H}));
-    for (int64_t i = 0; i < c_.num_hidden_layers; ++i) w.layers.push_back(layer(i));
+    size_t largest_layer = 0;
+    for (int64_t i = 0; i < c_.num_hidden_layers; ++i) {
+      const size_t before = memory_stats(o_.device).allocated;
+      w.layers.push_back(layer(i));
+      largest_layer = std::max(largest_layer, memory_stats(o_.device).allocated - before);
+      check_room(i + 1, largest_layer);
+    }
     return w;
   }
 
@@ -178,6 +186,20 @@ class Builder {
     return t;
   }
   Tensor norm(const std::string& name, int64_t n) { return dense(name, {n}, true); }
+
+  // On the CPU the system grants allocations past its memory and kills the process once
+  // their pages are touched: so after each layer, the layers still to come (at the
+  // largest layer's size so far) must fit in what is available, or this is an error.
+  void check_room(int64_t built, size_t largest_layer) const {
+    if (!o_.device.is_cpu() || built == c_.num_hidden_layers) return;
+    const std::optional<size_t> available = cpu_available_bytes();
+    const double left = static_cast<double>(largest_layer) * static_cast<double>(c_.num_hidden_layers - built);
+    KILN_CHECK(!available || left <= static_cast<double>(*available), "weights: the ",
+               c_.num_hidden_layers - built, " layers still to build need about ", left / 1e9, " GB (",
+               largest_layer / 1e9, " GB a layer in ", o_.dtype, o_.fp8 ? " with fp8 linears" : "",
+               "), but the CPU has ", available ? *available / 1e9 : 0.0, " GB available; ", built, " of ",
+               c_.num_hidden_layers, " layers were built");
+  }
 
   // rows of several checkpoint tensors stacked into one [sum rows, cols]
   Tensor stacked(const std::vector<std::pair<std::string, int64_t>>& parts, int64_t cols) {

@@ -1,15 +1,20 @@
-// config.json parsing: the fields of real Qwen3 / Qwen3-MoE configs, and the errors.
+// config.json parsing: the fields of real Qwen3 / Qwen3-MoE configs, and the errors;
+// generation_config.json's, and a model too large for the CPU.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "core/allocator.h"
 #include "kiln/error.h"
 #include "models/config.h"
+#include "models/generate.h"
+#include "models/weights.h"
 
 namespace {
 
@@ -116,6 +121,77 @@ TEST(ModelConfig, ErrorsNameTheField) {
                 .find("num_experts_per_tok (200) exceeds num_experts (128)"),
             std::string::npos);
   EXPECT_THROW(kiln::load_config("/nonexistent/config.json"), kiln::Error);
+}
+
+// A field of the wrong JSON type is a kiln::Error naming it (nlohmann's value() would throw
+// its own type_error, which ended the CLI through std::terminate).
+TEST(ModelConfig, FieldsOfTheWrongTypeAreErrors) {
+  auto message_of = [](const std::string& text) {
+    const std::string path = write_temp(text);
+    std::string msg = "(no error)";
+    try {
+      kiln::load_config(path);
+    } catch (const kiln::Error& e) {
+      msg = e.what();
+    }
+    std::remove(path.c_str());
+    return msg;
+  };
+  const std::string dense = R"({"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 8,
+    "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 10, )";
+  const std::string moe = std::string(kQwen3Moe).substr(0, std::string(kQwen3Moe).size() - 1) + ", ";
+  const std::pair<std::string, std::string> cases[] = {
+      {dense + R"("tie_word_embeddings": "yes"})", "'tie_word_embeddings' must be true or false, got \"yes\""},
+      {dense + R"("rope_scaling": {"rope_type": 5}})", "'rope_type' must be a string, got 5"},
+      {dense + R"("rope_parameters": {"rope_theta": 0}})", "rope_parameters's 'rope_theta' must be a positive number"},
+      {dense + R"("max_position_embeddings": 0})", "'max_position_embeddings' must be positive"},
+      {moe + R"("norm_topk_prob": 3})", "'norm_topk_prob' must be true or false, got 3"},
+      {moe + R"("mlp_only_layers": [1.5]})", "'mlp_only_layers' holds 1.5, not a layer index"},
+      {moe + R"("mlp_only_layers": 7})", "'mlp_only_layers' must be a list of layer indices"},
+  };
+  for (const auto& [text, want] : cases) EXPECT_NE(message_of(text).find(want), std::string::npos) << message_of(text);
+  // null stands for the default, as transformers writes it
+  EXPECT_EQ(message_of(dense + R"("tie_word_embeddings": null, "rope_scaling": null})"), "(no error)");
+}
+
+TEST(GenerationConfig, FieldsOfTheWrongTypeAreErrors) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_gen_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "generation_config.json") << R"({"do_sample": "yes", "eos_token_id": 7})";
+  try {
+    kiln::load_generation_config(dir.string());
+    ADD_FAILURE() << "do_sample \"yes\" was accepted";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'do_sample' must be true or false"), std::string::npos) << e.what();
+  }
+  std::ofstream(dir / "generation_config.json") << R"({"do_sample": true, "top_k": 5, "eos_token_id": [7, 9]})";
+  const kiln::GenerationConfig g = kiln::load_generation_config(dir.string());
+  EXPECT_EQ(g.sampling.top_k, 5);
+  EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{7, 9}));
+  std::filesystem::remove_all(dir);
+}
+
+// On the CPU, allocations past the machine's memory succeed and the process is killed as
+// their pages are touched: the weight builder stops first, with an error, once the layers
+// still to come cannot fit. 10^12 layers of 40 KB cannot fit any machine.
+TEST(ModelWeights, ConfigTooLargeForTheCpuIsAnError) {
+  if (!kiln::cpu_available_bytes()) GTEST_SKIP() << "the system does not say how much memory is available";
+  const std::string path = write_temp(R"({"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 64,
+    "num_hidden_layers": 1000000000000, "num_attention_heads": 4, "vocab_size": 10})");
+  const kiln::ModelConfig c = kiln::load_config(path);
+  std::remove(path.c_str());
+  try {
+    kiln::random_weights(c, kiln::WeightOptions{}, 0);
+    ADD_FAILURE() << "10^12 layers were built";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the 999999999999 layers still to build need about"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("1 of 1000000000000 layers were built"), std::string::npos) << e.what();
+  }
+  // and a config that fits builds all of its layers
+  kiln::ModelConfig two = c;
+  two.num_hidden_layers = 2;
+  EXPECT_EQ(kiln::random_weights(two, kiln::WeightOptions{}, 0).layers.size(), 2u);
 }
 
 }  // namespace

@@ -115,6 +115,13 @@ TEST(Tokenizer, BadInputAndFilesRaise) {
       {"type": "Split", "pattern": {"Regex": "(unclosed"}, "behavior": "Isolated"}, {"type": "ByteLevel",
       "use_regex": false}]}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
   expect_error([&] { Tokenizer::from_file(bad_regex); }, "regex does not compile");
+  // fields of the wrong JSON type: kiln::Error naming the file, not nlohmann's type_error
+  const auto bad_type = write_temp("kiln_type.json", R"({"pre_tokenizer": {"type": "ByteLevel"},
+      "model": {"type": 5, "vocab": {"a": 0}, "merges": []}})");
+  expect_error([&] { Tokenizer::from_file(bad_type); }, "kiln_type.json: unexpected field type");
+  const auto bad_prefix = write_temp("kiln_prefix.json", R"({"pre_tokenizer": {"type": "ByteLevel",
+      "add_prefix_space": "no"}, "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})");
+  expect_error([&] { Tokenizer::from_file(bad_prefix); }, "kiln_prefix.json: unexpected field type");
   // a token the vocabulary lacks (no unk): the error names it
   const auto tiny = write_temp("kiln_tiny.json", R"({"pre_tokenizer": {"type": "ByteLevel"},
       "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]}})");
@@ -156,6 +163,18 @@ TEST(ChatTemplate, Llama3FormatAndErrors) {
   EXPECT_EQ(ct.render({{"system", "S"}, {"user", "U"}}),
             "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
             "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  // bos_token as older tokenizer_config.json files write it: an added token object
+  const auto added = write_temp("kiln_llama_added.json", R"({"bos_token": {"__type": "AddedToken", "content": "<B>"},
+      "chat_template": "<|start_header_id|> <|eot_id|>"})");
+  EXPECT_EQ(kiln::ChatTemplate::from_file(added).render({{"user", "U"}}).rfind("<B><|start_header_id|>", 0), 0u);
+  const auto numeric = write_temp("kiln_llama_num.json", R"({"bos_token": 1, "chat_template":
+      "<|start_header_id|> <|eot_id|>"})");
+  try {
+    kiln::ChatTemplate::from_file(numeric);
+    ADD_FAILURE() << "a numeric bos_token was accepted";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'bos_token' must be a string, got 1"), std::string::npos) << e.what();
+  }
   const auto other = write_temp("kiln_other_cfg.json", R"({"chat_template": "[INST] {{ message }} [/INST]"})");
   EXPECT_THROW(kiln::ChatTemplate::from_file(other), kiln::NotImplementedError);
   const auto none = write_temp("kiln_none_cfg.json", R"({"eos_token": "x"})");
