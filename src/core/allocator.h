@@ -13,11 +13,12 @@ namespace kiln {
 
 std::shared_ptr<Storage> allocate_storage(size_t nbytes, Device device);
 
-// Bytes the CPU allocator could still hand out without the system running short: the
-// kernel's MemAvailable (Linux's /proc/meminfo) plus kiln's cached free blocks; none
-// where the system does not say. The C library's allocations succeed past physical
-// memory (overcommit) and the process is then killed as pages are touched, so work
-// that knows its size ahead (a model's weights) checks this first.
+// Bytes the CPU allocator could still hand out before the system runs out: the kernel's
+// MemAvailable and SwapFree (Linux's /proc/meminfo) plus kiln's cached free blocks; none
+// where the system does not say. The C library's allocations succeed past that
+// (overcommit) and the process is then killed as pages are touched, so the CPU
+// allocator checks large requests against it, and work that knows its total size ahead
+// (a model's weights, built tensor by tensor) checks it first.
 std::optional<size_t> cpu_available_bytes();
 
 namespace cuda_backend {

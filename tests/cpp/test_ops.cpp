@@ -5,6 +5,7 @@
 #include <functional>
 #include <limits>
 
+#include "core/allocator.h"
 #include "kiln/kiln.h"
 
 using namespace kiln;
@@ -220,6 +221,21 @@ TEST(Memory, CpuAllocationsAreAlignedAndCounted) {
     EXPECT_GE(memory_stats(kCPU).allocated, before + 4000);
   }
   EXPECT_EQ(memory_stats(kCPU).allocated, before);
+}
+
+// A request past what the system has available (memory, free swap, kiln's cache) is an
+// error, not a grant that the OOM killer ends once its pages are touched.
+TEST(Memory, CpuAllocationPastAvailableMemoryIsAnError) {
+  const std::optional<size_t> available = cpu_available_bytes();
+  if (!available) GTEST_SKIP() << "the system does not say how much memory is available";
+  const int64_t floats = static_cast<int64_t>(*available / 4 + (size_t{1} << 30));  // 4 GB past it
+  try {
+    empty({floats}, float32);  // empty: nothing is touched, even were it granted
+    ADD_FAILURE() << "granted " << floats * 4 << " bytes with " << *available << " available";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu allocator: out of memory allocating"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(empty({int64_t{1} << 27}, float32));  // 512 MB, checked and granted
 }
 
 // ---- linear: the few-rows kernel and the GEMM path against a double-precision loop ----
