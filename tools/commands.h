@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,9 +36,11 @@ struct GenerateOptions {
   bool raw = false;       // the prompt as is, no chat template
   bool no_think = false;  // Qwen3: close the think block at once
   bool ignore_eos = false;
-  int64_t max_new_tokens = 256, max_context = 0;
-  double temperature = -1, top_p = -1;  // < 0: generation_config.json's (else greedy)
-  int64_t top_k = -1;
+  int64_t max_new_tokens = 256;
+  std::optional<int64_t> max_context;  // none: prompt + max_new_tokens
+  // none: generation_config.json's (else greedy, all tokens, all the mass)
+  std::optional<double> temperature, top_p;
+  std::optional<int64_t> top_k;
   uint64_t seed = 0;
   std::string device, dtype;  // "" = best device, the checkpoint's dtype
 };

@@ -1,6 +1,7 @@
 // kiln generate: a model folder and a prompt -> streamed text.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -57,11 +58,18 @@ int generate(const GenerateOptions& opts) {
   }
   const std::vector<int32_t> prompt = tok.encode(text);
   KILN_CHECK(!prompt.empty(), "generate: the prompt is empty");
+  KILN_CHECK(opts.max_new_tokens >= 0, "generate: --max-new-tokens must be >= 0, got ", opts.max_new_tokens);
+  // the last new token is never fed back, so the cache holds the prompt and all but one of them
+  const int64_t needed = static_cast<int64_t>(prompt.size()) + std::max<int64_t>(opts.max_new_tokens, 1) - 1;
+  KILN_CHECK(!opts.max_context || *opts.max_context >= needed, "generate: --max-context ",
+             opts.max_context.value_or(0), " positions cannot hold the ", prompt.size(), "-token prompt and ",
+             opts.max_new_tokens, " new tokens (--max-new-tokens), which need ", needed);
 
   GenerationConfig gen = load_generation_config(opts.model);
-  if (opts.temperature >= 0) gen.sampling.temperature = opts.temperature;
-  if (opts.top_k >= 0) gen.sampling.top_k = opts.top_k;
-  if (opts.top_p >= 0) gen.sampling.top_p = opts.top_p;
+  // what is given replaces generation_config.json's; generate() checks the ranges of both
+  if (opts.temperature) gen.sampling.temperature = *opts.temperature;
+  if (opts.top_k) gen.sampling.top_k = *opts.top_k;
+  if (opts.top_p) gen.sampling.top_p = *opts.top_p;
   gen.sampling.seed = opts.seed;
   if (!opts.ignore_eos && gen.eos_token_ids.empty())  // no generation_config.json: the usual end tokens
     for (const char* t : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>"})
@@ -70,8 +78,7 @@ int generate(const GenerateOptions& opts) {
   const Device device = pick_device(opts.device);
   WeightOptions wo = weight_options(opts.dtype, device, config);
   wo.progress = progress_bar("loading " + opts.model);
-  const int64_t context = opts.max_context > 0 ? opts.max_context
-                                               : static_cast<int64_t>(prompt.size()) + opts.max_new_tokens;
+  const int64_t context = opts.max_context.value_or(needed + 1);
   Qwen3Model model(config, load_weights(config, opts.model, wo), context);
 
   StreamDecoder stream(tok);

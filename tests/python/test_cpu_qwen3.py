@@ -136,6 +136,23 @@ class GenerateCli(unittest.TestCase):
             out = run("generate", "-m", d, "--raw", "-p", text, "-n", "12", "--ignore-eos", "--device", "cpu")
             self.assertEqual(out.stdout, want + b"\n")
             self.assertIn(b"12 new tokens", out.stderr)
+            # options out of range are errors naming them, not defaults (-1 once meant "not given")
+            n = len(prompt)
+            for args, msg in [(["-n", "-5"], "--max-new-tokens must be >= 0, got -5"),
+                              (["--max-context", str(n + 1), "-n", "3"],
+                               f"--max-context {n + 1} positions cannot hold the {n}-token prompt and 3 new tokens"),
+                              (["-t", "-1"], "temperature -1, top_k 0, top_p 1 out of range"),
+                              (["-t", "nan"], "temperature nan"),
+                              (["-t", "0.7", "--top-p", "-1"], "top_p -1 out of range"),
+                              (["-t", "0.7", "--top-k", "-3"], "top_k -3, top_p 1 out of range")]:
+                bad = subprocess.run([CLI, "generate", "-m", d, "--raw", "-p", text, "--device", "cpu", *args],
+                                     capture_output=True)
+                self.assertNotEqual(bad.returncode, 0, args)
+                self.assertIn(msg, bad.stderr.decode(), args)
+            # a context that holds the prompt and all but the last new token is enough
+            out = run("generate", "-m", d, "--raw", "-p", text, "-n", "3", "--ignore-eos", "--device", "cpu",
+                      "--max-context", str(n + 2))
+            self.assertIn(b"3 new tokens", out.stderr)
 
 
 if __name__ == "__main__":
