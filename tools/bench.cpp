@@ -1,12 +1,14 @@
 // kiln bench: times kiln's ops alone on one device and prints the same table as
 // bench/bench.py (which adds PyTorch beside it on a GPU machine).
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <vector>
 
 #include "ceilings.h"
 #include "commands.h"
+#include "core/check.h"
 #include "kiln/kiln.h"
 
 namespace kiln::tools {
@@ -42,7 +44,8 @@ double median_us(Device dev, const std::function<void()>& fn, int repeats) {
 
 // read_input: the buffer of the CPU's read ceiling (undefined on a GPU)
 std::vector<Case> make_cases(Device dev, double scale, const Tensor& read_input) {
-  const int64_t N = static_cast<int64_t>((dev.is_cuda() ? (1 << 26) : (1 << 24)) * scale) / 4096 * 4096;
+  const int64_t N =
+      std::max<int64_t>(4096, static_cast<int64_t>((dev.is_cuda() ? (1 << 26) : (1 << 24)) * scale) / 4096 * 4096);
   const int64_t cols = 4096, rows = N / cols;
   auto x32 = randn({N}, float32, dev), y32 = randn({N}, float32, dev);
   auto x16 = randn({N}, bfloat16, dev), y16 = randn({N}, bfloat16, dev);
@@ -99,6 +102,10 @@ std::vector<Case> make_cases(Device dev, double scale, const Tensor& read_input)
 }  // namespace
 
 int bench(const BenchOptions& opts) {
+  KILN_CHECK(opts.repeats >= 1, "bench: --repeats must be at least 1, got ", opts.repeats);
+  // up to 1024: the sizes stay well inside int64 (and fail as allocations where too large)
+  KILN_CHECK(std::isfinite(opts.scale) && opts.scale > 0 && opts.scale <= 1024,
+             "bench: --scale must be a number in (0, 1024], got ", opts.scale);
   const Device dev = pick_device(opts.device);
   if (dev.is_cuda() && !cuda::is_available())
     throw Error("bench: CUDA is not available: " + cuda::availability().reason);

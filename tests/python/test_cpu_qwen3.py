@@ -155,5 +155,18 @@ class GenerateCli(unittest.TestCase):
             self.assertIn(b"3 new tokens", out.stderr)
 
 
+@unittest.skipUnless(os.path.exists(CLI), "needs the kiln CLI")
+class BenchArguments(unittest.TestCase):
+    def test_out_of_range_options_are_errors(self):
+        # --repeats 0 took the median of no timings (a crash); --scale 0, NaN or 1e12 sized the
+        # cases as empty or wrapped tensors
+        for args, msg in [(["--repeats", "0"], "bench: --repeats must be at least 1, got 0"),
+                          (["--scale", "0"], "bench: --scale must be a number in (0, 1024], got 0"),
+                          (["--scale", "nan"], "got nan"), (["--scale", "1e12"], "got 1e+12")]:
+            bad = subprocess.run([CLI, "bench", "--device", "cpu", "--filter", "copy f32", *args], capture_output=True)
+            self.assertEqual(bad.returncode, 1, args)
+            self.assertIn(msg, bad.stderr.decode(), args)
+
+
 if __name__ == "__main__":
     unittest.main()
