@@ -55,6 +55,28 @@ TEST(Elementwise, UnaryMatchesLibm) {
   EXPECT_EQ(exp(arange(3)).dtype(), float32);
 }
 
+// GELU (erf) over a dense sweep, tails included, against 0.5 x erfc(-x / sqrt 2) in
+// double (erfc: no cancellation in the negative tail, where 1 + erf would lose it all).
+TEST(Elementwise, GeluSweepAndSpecialValues) {
+  const int64_t n = 32001;  // -16 .. 16 in steps of 0.001
+  const auto x = add(mul(arange(0, n, 1, float32), 0.001), -16.0);
+  const auto xv = vals(x), got = vals(gelu(x));
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = xv[i], want = 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+    // the exponent's rounding grows with x^2 in the negative tail; values there are tiny
+    const double rtol = v > -5 ? 3e-6 : 2e-5;
+    EXPECT_NEAR(got[i], want, 1e-37 + rtol * std::fabs(want)) << "x = " << v;
+  }
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const auto special = vals(gelu(Tensor::from_vector<float>({0.0f, inf, -inf, nan, 1e30f, -1e30f}, {6}, float32)));
+  EXPECT_EQ(special[0], 0.0);
+  EXPECT_EQ(special[1], inf);
+  EXPECT_TRUE(std::isnan(special[2]));  // -inf * 0.5 * (1 + erf(-inf)), as PyTorch's formula gives
+  EXPECT_TRUE(std::isnan(special[3]));
+  EXPECT_EQ(special[4], 1e30f);
+  EXPECT_EQ(special[5], 0.0);
+}
+
 TEST(Elementwise, BinaryBroadcastAndPromotion) {
   auto a = arange(6).view({2, 3}).to(float32);
   auto b = Tensor::from_vector<float>({10, 20, 30}, {3}, float32);
