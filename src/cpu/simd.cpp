@@ -151,6 +151,15 @@ double SumF32(const float* in, size_t n) {
   return total;
 }
 
+void AccumulateF64(const float* HWY_RESTRICT in, double* HWY_RESTRICT acc, size_t n) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;  // half a vector of floats, one per double lane
+  const size_t L = hn::Lanes(dd);
+  size_t j = 0;
+  for (; j + L <= n; j += L) hn::StoreU(hn::Add(hn::LoadU(dd, acc + j), hn::PromoteTo(dd, hn::LoadU(df, in + j))), dd, acc + j);
+  for (; j < n; ++j) acc[j] += static_cast<double>(in[j]);
+}
+
 // acc[r] = dot(w, x + r * x_stride) over k for r < rows (<= 8), one vector
 // accumulator per row: each weight vector is loaded (and decoded) once and used
 // for every row. load_w(d, i) gives L weights from i as float32; weight(j) one.
@@ -706,6 +715,7 @@ namespace kiln::cpu::simd {
 HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(SumF32);
+HWY_EXPORT(AccumulateF64);
 HWY_EXPORT(DotRowsF32);
 HWY_EXPORT(DotRowsBF16);
 HWY_EXPORT(DotRowsF16);
@@ -726,6 +736,7 @@ bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool
   return HWY_DYNAMIC_DISPATCH(BinaryF32)(op, a, a_scalar, b, b_scalar, out, n, alpha);
 }
 double sum_f32(const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(in, n); }
+void accumulate_f64(const float* in, double* acc, size_t n) { HWY_DYNAMIC_DISPATCH(AccumulateF64)(in, acc, n); }
 void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
   HWY_DYNAMIC_DISPATCH(DotRowsF32)(w, x, x_stride, rows, k, acc);
 }

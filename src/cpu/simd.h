@@ -15,6 +15,8 @@ bool unary_f32(UnaryOp op, const float* in, float* out, size_t n);
 bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool b_scalar, float* out, size_t n,
                 float alpha);
 double sum_f32(const float* in, size_t n);
+// acc[j] += in[j] for j < n, widened to double (column sums, one row at a time).
+void accumulate_f64(const float* in, double* acc, size_t n);
 // acc[r] = sum_k w[k] * x[r * x_stride + k] for r < rows (rows <= 8).
 void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
 // The same with bfloat16 weights (their bits), promoted in registers.

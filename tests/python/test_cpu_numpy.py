@@ -191,6 +191,18 @@ class Ops(unittest.TestCase):
         for dims in [0, (0, 2), 1]:
             np.testing.assert_allclose(npy(ka.sum(dims).to(kiln.float32)), ref.sum(axis=dims), rtol=2e-3, atol=2e-2)
             np.testing.assert_allclose(npy(ka.mean(dims).to(kiln.float32)), ref.mean(axis=dims), rtol=2e-3, atol=2e-3)
+        # tall inputs (at least 128 rows reduced, at most 65536 kept): stripes of rows, column
+        # tiles of 2048; float32, float16 and bfloat16 (rounded by kiln, summed here in float64)
+        for shape, dims in [((1000, 2100), 0), ((4, 70, 300), (0, 1)), ((700, 33), 0), ((129, 1), 0)]:
+            a32 = RNG.standard_normal(shape).astype(np.float32)
+            for dt in (kiln.float32, kiln.float16, kiln.bfloat16):
+                ka = kiln.from_dlpack(a32).to(dt)
+                ref = npy(ka.to(kiln.float32)).astype(np.float64)
+                tol = 1e-6 if dt == kiln.float32 else 4e-3
+                np.testing.assert_allclose(npy(ka.sum(dims).to(kiln.float32)), ref.sum(axis=dims), rtol=tol,
+                                           atol=tol * 10, err_msg=f"{shape} {dt}")
+                np.testing.assert_allclose(npy(ka.mean(dims).to(kiln.float32)), ref.mean(axis=dims), rtol=tol,
+                                           atol=tol, err_msg=f"{shape} {dt}")
         # softmax and log_softmax of float16 rows with -inf, against float64
         x = RNG.standard_normal((5, 3001)).astype(np.float16) * 8
         x[1, :7] = -np.inf
