@@ -1,8 +1,12 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "commands.h"
+#include "core/allocator.h"
 #include "cpu/blas_info.h"
 #include "cpu/prefetch.h"
 #include "kiln/kiln.h"
@@ -22,6 +26,14 @@ int doctor() {
               cpu::openblas_corename().c_str());
   std::printf("cpu: x86 family 0x%x; decode kernels prefetch %zu bytes ahead (KILN_CPU_PREFETCH_AHEAD)\n",
               cpu::cpu_family(), cpu::line_prefetch_ahead());
+  std::string thp = "unknown";  // the bracketed choice of "always [madvise] never"
+  if (std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled"); f) {
+    const std::string line((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const size_t open = line.find('['), close = line.find(']');
+    if (open != std::string::npos && close > open) thp = line.substr(open + 1, close - open - 1);
+  }
+  std::printf("cpu: blocks of 2 MB and more %s as transparent huge pages (KILN_CPU_HUGE_PAGES); the system's mode: %s\n",
+              cpu_huge_pages_advised() ? "advised" : "not advised", thp.c_str());
   const auto& a = cuda::availability();
   std::printf("cuda: built %s; runtime %s; driver %s\n", cuda::built_with_cuda() ? "yes" : "no",
               cuda_version(a.runtime_version).c_str(), cuda_version(a.driver_version).c_str());

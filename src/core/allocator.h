@@ -20,6 +20,9 @@ std::shared_ptr<Storage> allocate_storage(size_t nbytes, Device device);
 // allocator checks large requests against it, and work that knows its total size ahead
 // (a model's weights, built tensor by tensor) checks it first.
 std::optional<size_t> cpu_available_bytes();
+// Whether the CPU allocator advises transparent huge pages for blocks of 2 MB and more
+// (all but KILN_CPU_HUGE_PAGES=0 in the environment, read once).
+bool cpu_huge_pages_advised();
 
 namespace cuda_backend {
 // A block from the cache for the current stream of `device`, or a fresh cudaMalloc.

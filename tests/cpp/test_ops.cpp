@@ -513,6 +513,19 @@ TEST(Ops, TopkMatchesSort) {
   EXPECT_THROW(topk(x, -1, 1), Error);
 }
 
+// Blocks of 2 MB and more start on a 2 MB boundary, so that transparent huge pages can
+// back them (the advice itself may be refused, so only the alignment is certain).
+TEST(Memory, LargeCpuBlocksAreHugePageAligned) {
+  const char* v = std::getenv("KILN_CPU_HUGE_PAGES");
+  if (v && std::string(v) == "0") GTEST_SKIP() << "KILN_CPU_HUGE_PAGES=0";
+  for (int64_t n : {int64_t{1} << 19, (int64_t{3} << 19) + 5}) {  // 2 MB, and 6 MB + 20 bytes
+    Tensor t = Tensor::empty({n}, kiln::float32);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % (uintptr_t{2} << 20), 0u) << n;
+  }
+  Tensor small = Tensor::empty({1000}, kiln::float32);  // small blocks keep their 64-byte alignment
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data_ptr()) % kCpuAlignment, 0u);
+}
+
 TEST(Memory, CpuCacheReusesLargeBlocks) {
   empty_cache(kCPU);
   const auto base = memory_stats(kCPU);
