@@ -27,6 +27,19 @@ std::string write_temp(const std::string& text) {
   return name;
 }
 
+// load_config's error message for a config.json holding `text`; "(no error)" when it loads.
+std::string message_of(const std::string& text) {
+  const std::string path = write_temp(text);
+  std::string msg = "(no error)";
+  try {
+    kiln::load_config(path);
+  } catch (const kiln::Error& e) {
+    msg = e.what();
+  }
+  std::remove(path.c_str());
+  return msg;
+}
+
 // Qwen3-30B-A3B's config.json (the fields kiln reads, values as published).
 const char* kQwen3Moe = R"({"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
   "hidden_size": 2048, "intermediate_size": 6144, "num_hidden_layers": 48, "num_attention_heads": 32,
@@ -97,17 +110,6 @@ TEST(ModelConfig, RotarySettingsOfTransformers5) {
 }
 
 TEST(ModelConfig, ErrorsNameTheField) {
-  auto message_of = [](const std::string& text) {
-    const std::string path = write_temp(text);
-    std::string msg;
-    try {
-      kiln::load_config(path);
-    } catch (const kiln::Error& e) {
-      msg = e.what();
-    }
-    std::remove(path.c_str());
-    return msg;
-  };
   EXPECT_NE(message_of(R"({"model_type": "llama"})").find("model_type 'llama' is not supported"), std::string::npos);
   EXPECT_NE(message_of(R"({"model_type": "qwen3", "hidden_size": -4})").find("'hidden_size' must be a positive"),
             std::string::npos);
@@ -126,17 +128,6 @@ TEST(ModelConfig, ErrorsNameTheField) {
 // A field of the wrong JSON type is a kiln::Error naming it (nlohmann's value() would throw
 // its own type_error, which ended the CLI through std::terminate).
 TEST(ModelConfig, FieldsOfTheWrongTypeAreErrors) {
-  auto message_of = [](const std::string& text) {
-    const std::string path = write_temp(text);
-    std::string msg = "(no error)";
-    try {
-      kiln::load_config(path);
-    } catch (const kiln::Error& e) {
-      msg = e.what();
-    }
-    std::remove(path.c_str());
-    return msg;
-  };
   const std::string dense = R"({"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 8,
     "num_hidden_layers": 1, "num_attention_heads": 4, "vocab_size": 10, )";
   const std::string moe = std::string(kQwen3Moe).substr(0, std::string(kQwen3Moe).size() - 1) + ", ";
