@@ -28,8 +28,6 @@ constexpr size_t kCpuCacheLimit = size_t{2} << 30;
 // bench); the Qwen3-0.6B bf16 decode, 7 pairs, median 37.3 against 33.3 tok/s (30.6-38.5
 // against 25.1-34.8). The environment's KILN_CPU_HUGE_PAGES=0 turns it off.
 constexpr size_t kHugePage = size_t{2} << 20;
-
-
 // Allocations this large are checked against the memory available first: past it, the
 // system still grants them (overcommit) and kills the process as their pages are touched.
 constexpr size_t kCpuCheckedMin = size_t{256} << 20;
