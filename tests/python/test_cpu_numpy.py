@@ -328,6 +328,42 @@ class Random(unittest.TestCase):
         t.uniform_(2.0, 3.0)
         self.assertTrue(2.0 <= min(t.tolist()) and max(t.tolist()) < 3.0)
 
+    @staticmethod
+    def philox(ctr_lo, ctr_hi, key):
+        """Philox4x32-10 (Salmon et al.) written out here in numpy: counters as uint64 arrays."""
+        m32 = np.uint64(0xFFFFFFFF)
+        c = [ctr_lo & m32, ctr_lo >> np.uint64(32), np.full_like(ctr_lo, ctr_hi & 0xFFFFFFFF),
+             np.full_like(ctr_lo, ctr_hi >> 32)]
+        k0, k1 = key & 0xFFFFFFFF, key >> 32
+        for _ in range(10):
+            p0, p1 = np.uint64(0xD2511F53) * c[0], np.uint64(0xCD9E8D57) * c[2]
+            c = [(p1 >> np.uint64(32)) ^ c[1] ^ np.uint64(k0), p1 & m32, (p0 >> np.uint64(32)) ^ c[3] ^ np.uint64(k1),
+                 p0 & m32]
+            k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+        return np.stack(c, axis=-1)  # [n, 4] lanes
+
+    def test_values_follow_philox(self):
+        # uniform element i: lane i % 4 of block offset / 4 + i / 4 (counter high word 0); normal
+        # elements 2j, 2j + 1: Box-Muller on block offset / 4 + j (high word 1), cosine and sine.
+        # Odd lengths and a generator already advanced check the paired and blocked draws' edges.
+        # (each call advances the generator's counter by its length rounded up to whole blocks)
+        seed, offset = 1234567, 0
+        g = kiln.Generator(seed)
+        for n in (1, 6, 4099):
+            u = npy(kiln.rand(n, generator=g))
+            lanes = self.philox(np.uint64(offset // 4) + np.arange((n + 3) // 4, dtype=np.uint64), 0, seed)
+            lanes = lanes.reshape(-1)[:n]
+            np.testing.assert_array_equal(u, (lanes >> np.uint64(8)).astype(np.float32) / np.float32(1 << 24))
+            offset += (n + 3) // 4 * 4
+            z = npy(kiln.randn(n, generator=g))
+            r = self.philox(np.uint64(offset // 4) + np.arange((n + 1) // 2, dtype=np.uint64), 1, seed)
+            u1 = ((r[:, 0] >> np.uint64(8)).astype(np.float64) + 1) / (1 << 24)
+            u2 = (r[:, 1] >> np.uint64(8)).astype(np.float64) / (1 << 24)
+            radius, angle = np.sqrt(-2 * np.log(u1)), 2 * np.pi * u2
+            want = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=-1).reshape(-1)[:n]
+            np.testing.assert_allclose(z, want, rtol=2e-6, atol=4e-6, err_msg=f"randn {n}")
+            offset += (n + 3) // 4 * 4
+
 
 class Runtime(unittest.TestCase):
     def test_names_follow_torch(self):
