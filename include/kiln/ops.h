@@ -28,7 +28,8 @@ Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor full_like(const Tensor& t, const Scalar& value);
 
-// ---- random (Philox4x32-10; the same seed gives the same numbers on every device) ----
+// ---- random (Philox4x32-10; the same seed gives the same numbers on every device: uniform
+// draws exactly, normal ones to a few ulps) ----
 struct Generator {
   uint64_t seed = 0;
   uint64_t offset = 0;  // counter advanced by every call, so successive calls differ

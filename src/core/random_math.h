@@ -1,4 +1,6 @@
-// Element i of a uniform or normal draw from Philox, the same on every backend.
+// Element i of a uniform or normal draw from Philox. Uniform draws are the same on every
+// backend; normal ones agree to a few ulps (the CPU takes the logarithm, sine and cosine
+// of a batch of pairs in vectors, cpu/random.cpp; CUDA uses normal_at).
 #pragma once
 
 #include <math.h>
@@ -35,10 +37,16 @@ KILN_HD T uniform_at(uint64_t seed, uint64_t offset, int64_t i, float low, float
 
 // Normal by Box-Muller: elements 2j and 2j+1 share block (offset/4 + j), its radius
 // and angle, and take the cosine and the sine branch.
-KILN_HD void box_muller(uint64_t seed, uint64_t offset, uint64_t j, float& radius, float& angle) {
+// The two uniforms of pair j: u1 in (0, 1] (for the logarithm), u2 in [0, 1).
+KILN_HD void box_muller_uniforms(uint64_t seed, uint64_t offset, uint64_t j, float& u1, float& u2) {
   const U4 r = philox4x32_10(offset / 4 + j, 1, seed);
-  const float u1 = (static_cast<float>(r.x[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);  // (0, 1]
-  const float u2 = to_unit_float(r.x[1]);
+  u1 = (static_cast<float>(r.x[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);
+  u2 = to_unit_float(r.x[1]);
+}
+
+KILN_HD void box_muller(uint64_t seed, uint64_t offset, uint64_t j, float& radius, float& angle) {
+  float u1, u2;
+  box_muller_uniforms(seed, offset, j, u1, u2);
   radius = sqrtf(-2.0f * logf(u1));
   angle = 6.283185307179586f * u2;
 }

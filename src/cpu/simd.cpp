@@ -8,6 +8,7 @@
 #include "cpu/simd.h"
 #include "kiln/scalar_types.h"
 
+#include <cmath>
 #include <limits>
 #include <type_traits>
 #include <utility>
@@ -158,6 +159,22 @@ void AccumulateF64(const float* HWY_RESTRICT in, double* HWY_RESTRICT acc, size_
   size_t j = 0;
   for (; j + L <= n; j += L) hn::StoreU(hn::Add(hn::LoadU(dd, acc + j), hn::PromoteTo(dd, hn::LoadU(df, in + j))), dd, acc + j);
   for (; j < n; ++j) acc[j] += static_cast<double>(in[j]);
+}
+
+void BoxMullerF32(const float* HWY_RESTRICT u1, const float* HWY_RESTRICT u2, float* HWY_RESTRICT cos_out,
+                  float* HWY_RESTRICT sin_out, size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t L = hn::Lanes(d);
+  const auto minus_two = hn::Set(d, -2.0f), two_pi = hn::Set(d, 6.283185307179586f);
+  // the tail through the same vector math (masked), so a value does not depend on where its
+  // pair falls in a call
+  for (size_t j = 0; j < n; j += L) {
+    const auto m = hn::FirstN(d, n - j);
+    const auto radius = hn::Sqrt(hn::Mul(minus_two, hn::Log(d, hn::IfThenElse(m, hn::MaskedLoad(m, d, u1 + j), hn::Set(d, 1.0f)))));
+    const auto angle = hn::Mul(two_pi, hn::MaskedLoad(m, d, u2 + j));
+    hn::BlendedStore(hn::Mul(radius, hn::Cos(d, angle)), m, d, cos_out + j);
+    hn::BlendedStore(hn::Mul(radius, hn::Sin(d, angle)), m, d, sin_out + j);
+  }
 }
 
 // acc[r] = dot(w, x + r * x_stride) over k for r < rows (<= 8), one vector
@@ -716,6 +733,7 @@ HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(SumF32);
 HWY_EXPORT(AccumulateF64);
+HWY_EXPORT(BoxMullerF32);
 HWY_EXPORT(DotRowsF32);
 HWY_EXPORT(DotRowsBF16);
 HWY_EXPORT(DotRowsF16);
@@ -737,6 +755,9 @@ bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool
 }
 double sum_f32(const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(in, n); }
 void accumulate_f64(const float* in, double* acc, size_t n) { HWY_DYNAMIC_DISPATCH(AccumulateF64)(in, acc, n); }
+void box_muller_f32(const float* u1, const float* u2, float* cos_out, float* sin_out, size_t n) {
+  HWY_DYNAMIC_DISPATCH(BoxMullerF32)(u1, u2, cos_out, sin_out, n);
+}
 void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, size_t k, float* acc) {
   HWY_DYNAMIC_DISPATCH(DotRowsF32)(w, x, x_stride, rows, k, acc);
 }

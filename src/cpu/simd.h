@@ -17,6 +17,9 @@ bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool
 double sum_f32(const float* in, size_t n);
 // acc[j] += in[j] for j < n, widened to double (column sums, one row at a time).
 void accumulate_f64(const float* in, double* acc, size_t n);
+// Box-Muller: radius = sqrt(-2 log u1[j]), angle = 2 pi u2[j]; cos_out[j] = radius cos(angle)
+// and sin_out[j] = radius sin(angle), for u1 in (0, 1] and u2 in [0, 1).
+void box_muller_f32(const float* u1, const float* u2, float* cos_out, float* sin_out, size_t n);
 // acc[r] = sum_k w[k] * x[r * x_stride + k] for r < rows (rows <= 8).
 void dot_rows_f32(const float* w, const float* x, size_t x_stride, int rows, size_t k, float* acc);
 // The same with bfloat16 weights (their bits), promoted in registers.
