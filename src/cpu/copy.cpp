@@ -40,7 +40,11 @@ void copy_tiles(const StridedLayout<2>& L, int j, D* dst, const S* src, bool sat
   const int64_t tiles = L.numel / (n0 * nj) * t0 * tj, dst_j = L.strides[0][j], src_0 = L.strides[1][0];
   parallel_for(tiles, std::max<int64_t>(1, kParallelGrain / (kTile * kTile)), [&](int64_t first, int64_t last) {
     for (int64_t t = first; t < last; ++t) {
-      const int64_t i0 = t % t0 * kTile, a0 = t / t0 % tj * kTile;  // along dim 0 and dim j
+      // consecutive tiles go along the source's rows (dim j), so each of a tile's kTile
+      // source rows is read sequentially across tiles, which the prefetchers follow; along
+      // dim 0, every tile read its lines kTile rows apart from the last (kiln bench
+      // "transpose copy f32", 4096 x 4096, alternated: 15.3-15.4 -> 10.4-10.8 ms)
+      const int64_t a0 = t % tj * kTile, i0 = t / tj % t0 * kTile;
       int64_t rest = t / (t0 * tj), od = 0, os = 0;
       for (int d = 1; d < L.ndim; ++d) {
         if (d == j) continue;
