@@ -13,12 +13,16 @@ std::string file_or_in_folder(const std::string& path, const char* name) {
 }
 
 nlohmann::json read_json_file(const std::string& file, const char* what) {
+  // a directory opens as a stream and fails only as it is read, with a std::ios_base::failure
+  KILN_CHECK(!std::filesystem::is_directory(file), what, ": ", file, " is a directory, not a JSON file");
   std::ifstream in(file, std::ios::binary);
   KILN_CHECK(in.good(), what, ": cannot open ", file);
   try {
     return nlohmann::json::parse(in);
   } catch (const nlohmann::json::exception& e) {
     KILN_THROW(what, ": ", file, " is not valid JSON: ", e.what());
+  } catch (const std::ios_base::failure& e) {
+    KILN_THROW(what, ": cannot read ", file, ": ", e.what());
   }
 }
 

@@ -123,6 +123,17 @@ TEST(ModelConfig, ErrorsNameTheField) {
                 .find("num_experts_per_tok (200) exceeds num_experts (128)"),
             std::string::npos);
   EXPECT_THROW(kiln::load_config("/nonexistent/config.json"), kiln::Error);
+  // a folder whose config.json is itself a folder: it opens as a stream and failed only when
+  // read, with a std::ios_base::failure instead of a kiln::Error
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_dir_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "config.json");
+  try {
+    kiln::load_config(dir.string());
+    ADD_FAILURE() << "a config.json folder was read";
+  } catch (const kiln::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("config.json is a directory, not a JSON file"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // A field of the wrong JSON type is a kiln::Error naming it (nlohmann's value() would throw
