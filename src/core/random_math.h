@@ -35,15 +35,15 @@ KILN_HD T uniform_at(uint64_t seed, uint64_t offset, int64_t i, float low, float
   return uniform_of_bits<T>(uniform_block(seed, offset, static_cast<uint64_t>(i) / 4).x[i & 3], low, high);
 }
 
-// Normal by Box-Muller: elements 2j and 2j+1 share block (offset/4 + j), its radius
-// and angle, and take the cosine and the sine branch.
-// The two uniforms of pair j: u1 in (0, 1] (for the logarithm), u2 in [0, 1).
+// The two uniforms of normal pair j: u1 in (0, 1] (for the logarithm), u2 in [0, 1).
 KILN_HD void box_muller_uniforms(uint64_t seed, uint64_t offset, uint64_t j, float& u1, float& u2) {
   const U4 r = philox4x32_10(offset / 4 + j, 1, seed);
   u1 = (static_cast<float>(r.x[0] >> 8) + 1.0f) * (1.0f / 16777216.0f);
   u2 = to_unit_float(r.x[1]);
 }
 
+// Normal by Box-Muller: elements 2j and 2j+1 share block (offset/4 + j), its radius
+// and angle, and take the cosine and the sine branch.
 KILN_HD void box_muller(uint64_t seed, uint64_t offset, uint64_t j, float& radius, float& angle) {
   float u1, u2;
   box_muller_uniforms(seed, offset, j, u1, u2);

@@ -17,9 +17,9 @@ void random(RandomKind kind, const Tensor& out, double a, double b, uint64_t see
     // elements (each element recomputed it before: rand of 16M floats 93 -> 22 ms here),
     // and for a normal pair one block, then the logarithm, square root, cosine and sine
     // of a batch of pairs in Highway vectors (randn of 16M floats 174 -> 39 ms; bench-decode's
-    // 0.6B random init 8.5-9.3 -> 1.6-4.6 s). Uniform
-    // values are uniform_at's exactly; normal ones differ from normal_at's (libm, and
-    // CUDA's) in the last bits. Every pair takes the same vector path wherever it falls.
+    // 0.6B random init 8.5-9.3 -> 1.6-4.6 s). Uniform values are uniform_at's exactly;
+    // normal ones differ from normal_at's (libm, and CUDA's) in the last bits. Every pair
+    // takes the same vector path wherever it falls, so the thread count changes nothing.
     if (kind == RandomKind::Uniform) {
       parallel_for(out.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
         int64_t i = begin;

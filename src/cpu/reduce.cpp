@@ -242,6 +242,7 @@ void reduce_typed(const ReduceArgs& args) {
       // 5.2-5.9 -> 4.2-4.3 ms, [65536, 256] 4.8-5.3 -> 1.5, bfloat16 [4096, 4096] 4.0 ->
       // 2.5-2.9, [256, 65536] 4.3-4.5 -> 3.9-4.0. The stripes depend on R alone and are
       // added in order, so the result does not depend on the number of threads.
+      static_assert(std::is_same_v<A, double>, "float types sum in double (accumulate_f64)");
       const int64_t stripes = std::min<int64_t>(kStripes, R / kStripeMinRows);
       std::vector<A> part(static_cast<size_t>(stripes * M), A(0));
       parallel_for_balanced(stripes, 1, [&](int64_t sb, int64_t se) {
@@ -253,7 +254,6 @@ void reduce_typed(const ReduceArgs& args) {
             A* sums = part.data() + st * M + c;
             for (int64_t r = st * R / stripes; r < (st + 1) * R / stripes; ++r) {
               const T* in = x + offset_of(red, r) + c;
-              static_assert(std::is_same_v<A, double>, "float types sum in double");
               if constexpr (std::is_same_v<T, float>) {
                 simd::accumulate_f64(in, sums, static_cast<size_t>(len));
               } else {

@@ -8,7 +8,6 @@
 #include "cpu/simd.h"
 #include "kiln/scalar_types.h"
 
-#include <cmath>
 #include <limits>
 #include <type_traits>
 #include <utility>
