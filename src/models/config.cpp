@@ -19,21 +19,14 @@ ModelConfig load_config(const std::string& file_or_folder) {
   const nlohmann::json j = read_json_file(path, "config");
   KILN_CHECK(j.is_object(), "config: ", path, " must hold a JSON object");
   auto need_int = [&](const char* name) {
-    KILN_CHECK(j.contains(name) && j[name].is_number_integer() && j[name].get<int64_t>() > 0, "config: ", path,
-               ": '", name, "' must be a positive integer");
-    return j[name].get<int64_t>();
+    KILN_CHECK(j.contains(name) && !j[name].is_null(), "config: ", path, ": '", name, "' is missing");
+    return json_int(j, name, 0, 1, "config", path);
   };
-  auto opt_int = [&](const char* name, int64_t dflt) {
-    if (!j.contains(name) || j[name].is_null()) return dflt;
-    KILN_CHECK(j[name].is_number_integer() && j[name].get<int64_t>() >= 0, "config: ", path, ": '", name,
-               "' must be a non-negative integer");
-    return j[name].get<int64_t>();
-  };
-  auto opt_num = [&](const char* name, double dflt) {
-    if (!j.contains(name) || j[name].is_null()) return dflt;
-    KILN_CHECK(j[name].is_number() && j[name].get<double>() > 0, "config: ", path, ": '", name,
-               "' must be a positive number");
-    return j[name].get<double>();
+  auto opt_int = [&](const char* name, int64_t dflt) { return json_int(j, name, dflt, 0, "config", path); };
+  auto positive_num = [&](const char* name, double dflt) {
+    const double v = json_number(j, name, dflt, "config", path);
+    KILN_CHECK(v > 0, "config: ", path, ": '", name, "' must be a positive number, got ", v);
+    return v;
   };
   ModelConfig c;
   KILN_CHECK(j.contains("model_type") && j["model_type"].is_string(), "config: ", path, ": 'model_type' is missing");
@@ -50,8 +43,8 @@ ModelConfig load_config(const std::string& file_or_folder) {
   c.head_dim = opt_int("head_dim", c.hidden_size / c.num_attention_heads);
   c.intermediate_size = opt_int("intermediate_size", 0);
   c.max_position_embeddings = opt_int("max_position_embeddings", 32768);
-  c.rms_norm_eps = opt_num("rms_norm_eps", 1e-6);
-  c.rope_theta = opt_num("rope_theta", 10000.0);
+  c.rms_norm_eps = positive_num("rms_norm_eps", 1e-6);
+  c.rope_theta = positive_num("rope_theta", 10000.0);
   // transformers 5 keeps rotary settings in rope_parameters, 4 in rope_theta and rope_scaling
   for (const char* key : {"rope_parameters", "rope_scaling"}) {
     if (!j.contains(key) || j[key].is_null()) continue;
@@ -61,11 +54,9 @@ ModelConfig load_config(const std::string& file_or_folder) {
         json_string(r, "rope_type", json_string(r, "type", "default", "config", path), "config", path);
     KILN_CHECK(type == "default", "config: ", path, ": rotary scaling '", type, "' (", key,
                ") is not supported; only the default rotary embedding is");
-    if (r.contains("rope_theta") && !r["rope_theta"].is_null()) {
-      KILN_CHECK(r["rope_theta"].is_number() && r["rope_theta"].get<double>() > 0, "config: ", path, ": ", key,
-                 "'s 'rope_theta' must be a positive number, got ", r["rope_theta"].dump());
-      c.rope_theta = r["rope_theta"].get<double>();
-    }
+    c.rope_theta = json_number(r, "rope_theta", c.rope_theta, "config", path);
+    KILN_CHECK(c.rope_theta > 0, "config: ", path, ": ", key, "'s 'rope_theta' must be a positive number, got ",
+               c.rope_theta);
   }
   KILN_CHECK(c.max_position_embeddings > 0, "config: ", path, ": 'max_position_embeddings' must be positive");
   c.tie_word_embeddings = json_bool(j, "tie_word_embeddings", false, "config", path);

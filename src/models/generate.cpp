@@ -26,11 +26,19 @@ GenerationConfig load_generation_config(const std::string& folder) {
         KILN_CHECK(v.is_number_integer(), "generation config: ", path.string(), ": eos_token_id holds a non-integer");
         g.eos_token_ids.push_back(v.get<int64_t>());
       }
+    else
+      KILN_CHECK(e.is_null(), "generation config: ", path.string(), ": 'eos_token_id' must be a token id or a list of them, got ",
+                 e.dump());
   }
   if (json_bool(j, "do_sample", false, "generation config", path.string())) {
-    g.sampling.temperature = j.contains("temperature") && j["temperature"].is_number() ? j["temperature"].get<double>() : 1.0;
-    g.sampling.top_k = j.contains("top_k") && j["top_k"].is_number_integer() ? j["top_k"].get<int64_t>() : 50;
-    g.sampling.top_p = j.contains("top_p") && j["top_p"].is_number() ? j["top_p"].get<double>() : 1.0;
+    const std::string file = path.string();
+    g.sampling.temperature = json_number(j, "temperature", 1.0, "generation config", file);
+    g.sampling.top_k = json_int(j, "top_k", 50, 0, "generation config", file);
+    g.sampling.top_p = json_number(j, "top_p", 1.0, "generation config", file);
+    KILN_CHECK(g.sampling.temperature >= 0, "generation config: ", file, ": 'temperature' must be >= 0, got ",
+               g.sampling.temperature);
+    KILN_CHECK(g.sampling.top_p > 0 && g.sampling.top_p <= 1, "generation config: ", file,
+               ": 'top_p' must be in (0, 1], got ", g.sampling.top_p);
   }
   return g;
 }

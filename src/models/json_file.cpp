@@ -1,5 +1,6 @@
 #include "models/json_file.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -37,6 +38,27 @@ std::string json_string(const nlohmann::json& j, const char* key, const std::str
   if (!j.is_object() || !j.contains(key) || j[key].is_null()) return dflt;
   KILN_CHECK(j[key].is_string(), what, ": ", file, ": '", key, "' must be a string, got ", j[key].dump());
   return j[key].get<std::string>();
+}
+
+int64_t json_int(const nlohmann::json& j, const char* key, int64_t dflt, int64_t min, const char* what,
+                 const std::string& file) {
+  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return dflt;
+  const auto& v = j[key];
+  // an unsigned past int64's range is not a number_integer that get<int64_t> keeps
+  const bool fits = v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT64_MAX);
+  if (fits && v.get<int64_t>() >= min) return v.get<int64_t>();
+  const std::string range = min == 0   ? "a non-negative integer"
+                            : min == 1 ? "a positive integer"
+                                       : "an integer >= " + std::to_string(min);
+  KILN_THROW(what, ": ", file, ": '", key, "' must be ", range, ", got ", v.dump());
+}
+
+double json_number(const nlohmann::json& j, const char* key, double dflt, const char* what, const std::string& file) {
+  if (!j.is_object() || !j.contains(key) || j[key].is_null()) return dflt;
+  const auto& v = j[key];
+  KILN_CHECK(v.is_number() && std::isfinite(v.get<double>()), what, ": ", file, ": '", key,
+             "' must be a finite number, got ", v.dump());
+  return v.get<double>();
 }
 
 }  // namespace kiln

@@ -1,6 +1,7 @@
 // Reading the JSON files of a model folder, with errors that name the file.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -17,5 +18,10 @@ nlohmann::json read_json_file(const std::string& file, const char* what);
 bool json_bool(const nlohmann::json& j, const char* key, bool dflt, const char* what, const std::string& file);
 std::string json_string(const nlohmann::json& j, const char* key, const std::string& dflt, const char* what,
                         const std::string& file);
+// An integer >= min ("'key' must be a positive integer, got ..." for min 1).
+int64_t json_int(const nlohmann::json& j, const char* key, int64_t dflt, int64_t min, const char* what,
+                 const std::string& file);
+// A finite number; the caller checks its range.
+double json_number(const nlohmann::json& j, const char* key, double dflt, const char* what, const std::string& file);
 
 }  // namespace kiln

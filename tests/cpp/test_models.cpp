@@ -150,6 +150,13 @@ TEST(ModelConfig, FieldsOfTheWrongTypeAreErrors) {
       {moe + R"("norm_topk_prob": 3})", "'norm_topk_prob' must be true or false, got 3"},
       {moe + R"("mlp_only_layers": [1.5]})", "'mlp_only_layers' holds 1.5, not a layer index"},
       {moe + R"("mlp_only_layers": 7})", "'mlp_only_layers' must be a list of layer indices"},
+      {dense + R"("head_dim": 16.5})", "'head_dim' must be a non-negative integer, got 16.5"},
+      {dense + R"("num_key_value_heads": -2})", "'num_key_value_heads' must be a non-negative integer, got -2"},
+      {dense + R"("max_position_embeddings": 18446744073709551615})",
+       "'max_position_embeddings' must be a non-negative integer, got 18446744073709551615"},
+      {dense + R"("rms_norm_eps": "1e-6"})", "'rms_norm_eps' must be a finite number, got \"1e-6\""},
+      {dense + R"("rope_theta": -1})", "'rope_theta' must be a positive number, got -1"},
+      {moe + R"("num_experts_per_tok": 0})", "'num_experts_per_tok' must be a positive integer, got 0"},
   };
   for (const auto& [text, want] : cases) EXPECT_NE(message_of(text).find(want), std::string::npos) << message_of(text);
   // null stands for the default, as transformers writes it
@@ -166,9 +173,30 @@ TEST(GenerationConfig, FieldsOfTheWrongTypeAreErrors) {
   } catch (const kiln::Error& e) {
     EXPECT_NE(std::string(e.what()).find("'do_sample' must be true or false"), std::string::npos) << e.what();
   }
-  std::ofstream(dir / "generation_config.json") << R"({"do_sample": true, "top_k": 5, "eos_token_id": [7, 9]})";
+  // the sampling fields of the wrong type or out of range, where they fell back to defaults before
+  const std::pair<std::string, std::string> cases[] = {
+      {R"({"do_sample": true, "temperature": "0.7"})", "'temperature' must be a finite number, got \"0.7\""},
+      {R"({"do_sample": true, "temperature": -0.5})", "'temperature' must be >= 0, got -0.5"},
+      {R"({"do_sample": true, "top_k": 2.5})", "'top_k' must be a non-negative integer, got 2.5"},
+      {R"({"do_sample": true, "top_k": -1})", "'top_k' must be a non-negative integer, got -1"},
+      {R"({"do_sample": true, "top_p": 1.5})", "'top_p' must be in (0, 1], got 1.5"},
+      {R"({"eos_token_id": "7"})", "'eos_token_id' must be a token id or a list of them, got \"7\""},
+  };
+  for (const auto& [text, want] : cases) {
+    std::ofstream(dir / "generation_config.json") << text;
+    try {
+      kiln::load_generation_config(dir.string());
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const kiln::Error& e) {
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+  std::ofstream(dir / "generation_config.json")
+      << R"({"do_sample": true, "top_k": 5, "top_p": null, "temperature": 0.6, "eos_token_id": [7, 9]})";
   const kiln::GenerationConfig g = kiln::load_generation_config(dir.string());
   EXPECT_EQ(g.sampling.top_k, 5);
+  EXPECT_EQ(g.sampling.top_p, 1.0);  // null: the default
+  EXPECT_EQ(g.sampling.temperature, 0.6);
   EXPECT_EQ(g.eos_token_ids, (std::vector<int64_t>{7, 9}));
   std::filesystem::remove_all(dir);
 }
