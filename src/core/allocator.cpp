@@ -43,7 +43,10 @@ CpuPool& cpu_pool() {
   return *pool;
 }
 
+// Huge-page blocks round to whole 2 MB pages, so the block, the stats and the cache's
+// size keys all count what the system gave.
 size_t round_cpu(size_t nbytes) {
+  if (nbytes >= kHugePage && cpu_huge_pages_advised()) return (nbytes + kHugePage - 1) / kHugePage * kHugePage;
   if (nbytes >= kCpuCacheMin) return (nbytes + kCpuCacheMin - 1) / kCpuCacheMin * kCpuCacheMin;
   return (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
 }
@@ -93,7 +96,7 @@ std::shared_ptr<Storage> allocate_cpu(size_t nbytes) {
   if (!p && rounded > 0) {
     const auto system_alloc = [&] {
       if (rounded >= kHugePage && cpu_huge_pages_advised()) {
-        if (void* q = std::aligned_alloc(kHugePage, (rounded + kHugePage - 1) / kHugePage * kHugePage)) {
+        if (void* q = std::aligned_alloc(kHugePage, rounded)) {
           madvise(q, rounded, MADV_HUGEPAGE);  // advice only: a refusal leaves 4 KB pages
           return q;
         }

@@ -524,6 +524,15 @@ TEST(Memory, LargeCpuBlocksAreHugePageAligned) {
   }
   Tensor small = Tensor::empty({1000}, kiln::float32);  // small blocks keep their 64-byte alignment
   EXPECT_EQ(reinterpret_cast<uintptr_t>(small.data_ptr()) % kCpuAlignment, 0u);
+  // reserved counts the whole 2 MB pages the system gave: 2 MB + 4 bytes is two pages' 4 MB
+  empty_cache(kCPU);
+  const size_t reserved = memory_stats(kCPU).reserved;
+  {
+    Tensor t = Tensor::empty({(int64_t{1} << 19) + 1}, kiln::float32);
+    EXPECT_EQ(memory_stats(kCPU).reserved, reserved + (size_t{4} << 20));
+  }
+  empty_cache(kCPU);
+  EXPECT_EQ(memory_stats(kCPU).reserved, reserved);
 }
 
 TEST(Memory, CpuCacheReusesLargeBlocks) {
