@@ -113,7 +113,11 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // instructions and shared-memory wavefronts as the column walk here; and, in warp
 // 0, every lane's reciprocals computed beside the pivot reductions (the winner's
 // taken by a shuffle) with the pivot row kept in a register across the barrier,
-// 162 us: zero rows take __frcp_rn's slow path.
+// 162 us: zero rows take __frcp_rn's slow path. And slower on the H200 (in one run,
+// 1024 x 64: 175 against this kernel's 123.5 us): two warps holding the rows in
+// registers as register_lu_kernel does, 32 columns at a time (two 32-column panels,
+// the second updated from the first by its 32 U rows, one barrier each; branch
+// exp/lu-panel, correct on the H100): 115 registers, 8 matrices an SM in one wave.
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>

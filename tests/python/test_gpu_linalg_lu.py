@@ -66,8 +66,10 @@ class LinalgAgainstTorch(unittest.TestCase):
     def test_small_lu_factor_on_cuda_matches_lapack(self):
         for dt in (torch.float32, torch.complex64):
             # up to 32 x 32, and float32 up to 64: rows in registers; complex64 past 32: shared memory
+            # (tall, wide, and m or n at the 32 boundary)
             for shape in [(1, 1), (5, 5), (64, 64), (3, 7, 40, 40), (10, 30, 17), (6, 17, 30), (0, 8, 8), (4, 0, 3),
-                          (2, 50, 37), (2, 37, 50), (3, 64, 33), (33, 64), (5, 33, 2)]:
+                          (2, 50, 37), (2, 37, 50), (3, 64, 33), (33, 64), (5, 33, 2), (3, 20, 45), (2, 64, 32),
+                          (3, 32, 64)]:
                 A = torch.randn(shape, dtype=dt, device=DEV)
                 LU, piv, info = kiln.linalg.lu_factor_ex(k(A))
                 tLU, tpiv, tinfo = torch.linalg.lu_factor_ex(A.cpu())  # LAPACK: pivots by |re| + |im|
@@ -79,17 +81,19 @@ class LinalgAgainstTorch(unittest.TestCase):
                 P, L, U = torch.lu_unpack(T(LU), T(piv))
                 torch.testing.assert_close(P @ L @ U, A, rtol=1e-4, atol=1e-4, msg=msg)
         # zero pivots: getrf's info is the first, and the factorization goes on past it
-        # (12: a warp's rows in registers; complex64 48: shared memory; float32 48: two warps' rows in registers)
+        # (12: a warp's rows in registers; complex64 48: shared memory; float32 48: two warps' rows in
+        # registers; a zero column n - 9, past 32 at 48)
         for dt, n in ((torch.complex64, 12), (torch.float32, 12), (torch.complex64, 48), (torch.float32, 48)):
-            S = torch.randn(5, n, n, device=DEV, dtype=dt)
+            S = torch.randn(6, n, n, device=DEV, dtype=dt)
             S[1, :, 3] = 0
             S[3, :, 0] = 0
             S[3, :, 7] = 0
             S[4] = 0
+            S[5, :, n - 9] = 0
             LU, piv, info = kiln.linalg.lu_factor_ex(k(S))
             tLU, tpiv, tinfo = torch.linalg.lu_factor_ex(S.cpu())
             self.assertEqual(T(info).cpu().tolist(), tinfo.tolist())
-            self.assertEqual(T(info).cpu().tolist(), [0, 4, 0, 1, 1])
+            self.assertEqual(T(info).cpu().tolist(), [0, 4, 0, 1, 1, n - 8])
             self.assertTrue(torch.equal(T(piv).cpu(), tpiv))
             torch.testing.assert_close(T(LU).cpu(), tLU, rtol=1e-4, atol=1e-4)
             with self.assertRaisesRegex(kiln.Error, r"\(batch element 1\) U\[4,4\] is zero"):
