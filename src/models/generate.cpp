@@ -18,17 +18,14 @@ GenerationConfig load_generation_config(const std::string& folder) {
   if (!std::filesystem::exists(path)) return g;
   const nlohmann::json j = read_json_file(path.string(), "generation config");
   KILN_CHECK(j.is_object(), "generation config: ", path.string(), " must hold a JSON object");
-  if (j.contains("eos_token_id")) {
+  if (j.contains("eos_token_id") && !j["eos_token_id"].is_null()) {
     const auto& e = j["eos_token_id"];
-    if (e.is_number_integer()) g.eos_token_ids.push_back(e.get<int64_t>());
-    else if (e.is_array())
-      for (const auto& v : e) {
-        KILN_CHECK(v.is_number_integer(), "generation config: ", path.string(), ": eos_token_id holds a non-integer");
-        g.eos_token_ids.push_back(v.get<int64_t>());
-      }
-    else
-      KILN_CHECK(e.is_null(), "generation config: ", path.string(), ": 'eos_token_id' must be a token id or a list of them, got ",
-                 e.dump());
+    KILN_CHECK(e.is_number_integer() || e.is_array(), "generation config: ", path.string(),
+               ": 'eos_token_id' must be a token id or a list of them, got ", e.dump());
+    for (const auto& v : e.is_array() ? e : nlohmann::json::array({e})) {
+      KILN_CHECK(v.is_number_integer(), "generation config: ", path.string(), ": eos_token_id holds a non-integer");
+      g.eos_token_ids.push_back(v.get<int64_t>());
+    }
   }
   if (json_bool(j, "do_sample", false, "generation config", path.string())) {
     const std::string file = path.string();
