@@ -56,12 +56,22 @@ int64_t checked_storage_span(const char* op, const Shape& shape, const Shape& st
   return last + 1;
 }
 
-void check_shape(const char* op, const Shape& shape) {
-  for (int64_t s : shape) KILN_CHECK(s >= 0, op, ": negative size ", s, " in shape ", shape);
-  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return;  // empty, whatever the other sizes
+namespace {
+// The product of the sizes other than -1, checked: one that wrapped would size a buffer too
+// short for the shape, or match a view's numel. A zero size makes it 0 whatever the others.
+int64_t checked_product(const char* op, const Shape& shape) {
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   int64_t n = 1;
   for (int64_t s : shape)
-    KILN_CHECK(!__builtin_mul_overflow(n, s, &n), op, ": shape ", shape, " has more elements than an int64 can count");
+    if (s != -1)
+      KILN_CHECK(!__builtin_mul_overflow(n, s, &n), op, ": shape ", shape, " has more elements than an int64 can count");
+  return n;
+}
+}  // namespace
+
+void check_shape(const char* op, const Shape& shape) {
+  for (int64_t s : shape) KILN_CHECK(s >= 0, op, ": negative size ", s, " in shape ", shape);
+  checked_product(op, shape);
 }
 
 size_t checked_nbytes(const char* op, int64_t n, size_t itemsize) {
@@ -80,7 +90,6 @@ int64_t wrap_dim(const char* op, int64_t dim, int64_t ndim) {
 
 Shape infer_size(const char* op, const Shape& shape, int64_t numel) {
   Shape out = shape;
-  int64_t known = 1;
   int infer = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
@@ -90,14 +99,7 @@ Shape infer_size(const char* op, const Shape& shape, int64_t numel) {
       KILN_CHECK(shape[i] >= 0, op, ": invalid shape dimension ", shape[i], " in ", shape);
     }
   }
-  // the product of the given sizes, checked: one that wrapped could match numel and pass a
-  // shape the storage cannot hold (a zero size makes it 0 whatever the others)
-  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) known = 0;
-  else
-    for (int64_t s : shape)
-      if (s != -1)
-        KILN_CHECK(!__builtin_mul_overflow(known, s, &known), op, ": shape ", shape,
-                   " has more elements than an int64 can count");
+  const int64_t known = checked_product(op, shape);
   if (infer >= 0) {
     KILN_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape, " is invalid for input of size ", numel);
     out[infer] = numel / known;
