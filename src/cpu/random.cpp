@@ -22,13 +22,11 @@ void random(RandomKind kind, const Tensor& out, double a, double b, uint64_t see
     // takes the same vector path wherever it falls, so the thread count changes nothing.
     if (kind == RandomKind::Uniform) {
       parallel_for(out.numel(), kParallelGrain, [&](int64_t begin, int64_t end) {
-        int64_t i = begin;
-        for (; i < end && i % 4 != 0; ++i) p[i] = philox::uniform_at<T>(seed, offset, i, fa, fb);
-        for (; i + 4 <= end; i += 4) {
-          const philox::U4 r = philox::uniform_block(seed, offset, static_cast<uint64_t>(i) / 4);
-          for (int l = 0; l < 4; ++l) p[i + l] = philox::uniform_of_bits<T>(r.x[l], fa, fb);
+        for (int64_t k = begin / 4; 4 * k < end; ++k) {  // blocks, the first and last maybe partly ours
+          const philox::U4 r = philox::uniform_block(seed, offset, static_cast<uint64_t>(k));
+          for (int64_t i = std::max(begin, 4 * k); i < std::min(end, 4 * k + 4); ++i)
+            p[i] = philox::uniform_of_bits<T>(r.x[i & 3], fa, fb);
         }
-        for (; i < end; ++i) p[i] = philox::uniform_at<T>(seed, offset, i, fa, fb);
       });
       return;
     }
