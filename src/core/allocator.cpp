@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "core/env.h"
 
 namespace kiln {
 namespace {
@@ -43,10 +44,13 @@ CpuPool& cpu_pool() {
   return *pool;
 }
 
+// Whether a block of n bytes is 2 MB-aligned and advised as huge pages.
+bool huge_page_block(size_t n) { return n >= kHugePage && cpu_huge_pages_advised(); }
+
 // Huge-page blocks round to whole 2 MB pages, so the block, the stats and the cache's
 // size keys all count what the system gave.
 size_t round_cpu(size_t nbytes) {
-  if (nbytes >= kHugePage && cpu_huge_pages_advised()) return (nbytes + kHugePage - 1) / kHugePage * kHugePage;
+  if (huge_page_block(nbytes)) return (nbytes + kHugePage - 1) / kHugePage * kHugePage;
   if (nbytes >= kCpuCacheMin) return (nbytes + kCpuCacheMin - 1) / kCpuCacheMin * kCpuCacheMin;
   return (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
 }
@@ -95,7 +99,7 @@ std::shared_ptr<Storage> allocate_cpu(size_t nbytes) {
   }
   if (!p && rounded > 0) {
     const auto system_alloc = [&] {
-      if (rounded >= kHugePage && cpu_huge_pages_advised()) {
+      if (huge_page_block(rounded)) {
         if (void* q = std::aligned_alloc(kHugePage, rounded)) {
           madvise(q, rounded, MADV_HUGEPAGE);  // advice only: a refusal leaves 4 KB pages
           return q;
@@ -123,10 +127,7 @@ std::shared_ptr<Storage> allocate_cpu(size_t nbytes) {
 }  // namespace
 
 bool cpu_huge_pages_advised() {
-  static const bool wanted = [] {
-    const char* v = std::getenv("KILN_CPU_HUGE_PAGES");
-    return !(v && std::string(v) == "0");
-  }();
+  static const bool wanted = env_switch_on("KILN_CPU_HUGE_PAGES");
   return wanted;
 }
 

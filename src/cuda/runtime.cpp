@@ -2,8 +2,6 @@
 // core/cuda_hooks.h, host<->device byte copies.
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -11,6 +9,7 @@
 
 #include "core/backend.h"
 #include "core/cuda_hooks.h"
+#include "core/env.h"
 #include "cuda/common.h"
 #include "kiln/stream.h"
 
@@ -84,10 +83,7 @@ void allow_dynamic_smem(const void* kernel, size_t bytes) {
 }
 
 bool chained_launch_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KILN_CHAINED_LAUNCH");
-    return v == nullptr || std::strcmp(v, "0") != 0;
-  }();
+  static const bool on = env_switch_on("KILN_CHAINED_LAUNCH");
   return on;
 }
 
