@@ -516,8 +516,7 @@ TEST(Ops, TopkMatchesSort) {
 // Blocks of 2 MB and more start on a 2 MB boundary, so that transparent huge pages can
 // back them (the advice itself may be refused, so only the alignment is certain).
 TEST(Memory, LargeCpuBlocksAreHugePageAligned) {
-  const char* v = std::getenv("KILN_CPU_HUGE_PAGES");
-  if (v && std::string(v) == "0") GTEST_SKIP() << "KILN_CPU_HUGE_PAGES=0";
+  if (!cpu_huge_pages_advised()) GTEST_SKIP() << "KILN_CPU_HUGE_PAGES=0";
   for (int64_t n : {int64_t{1} << 19, (int64_t{3} << 19) + 5}) {  // 2 MB, and 6 MB + 20 bytes
     Tensor t = Tensor::empty({n}, kiln::float32);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(t.data_ptr()) % (uintptr_t{2} << 20), 0u) << n;
