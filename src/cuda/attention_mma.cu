@@ -38,11 +38,12 @@ namespace {
 // Also slower on the H100 (32q/8kv d80, 4K: 8.7 us as kept): the merge done by each head's last block
 // to finish (an atomic counter, no merge kernel) 11.6 us; 2 stages, so 2 blocks fit an SM, 10.5 us;
 // 8 or 24 splits instead of the wave's 16, 9.3 and 8.7 us (and again in December: 8, 24 or 32 splits
-// 8.4, 6.9 and 8.8 us against 6.9, and at 32K 41.7, 40.1 and 37.8 against 37.3). In a model's decode step (H100, Qwen3-30B-A3B
-// bf16, 128 context, against the kept kernels in one run): split 0 writing the output itself when the
-// length read on the device is all its own, the other splits returning at once and the merge kernel
-// returning after reading the length, 293.3-294.4 against 297.6-298.1 tok/s (and 290-291 against
-// 294-295 at 2048 context, where only the merge's read of the length differs). Also slower (H100,
+// 8.4, 6.9 and 8.8 us against 6.9, and at 32K 41.7, 40.1 and 37.8 against 37.3). In a model's
+// decode step (H100, Qwen3-30B-A3B bf16, 128 context, against the kept kernels in one run): split 0
+// writing the output itself when the length read on the device is all its own, the other splits
+// returning at once and the merge kernel returning after reading the length, 293.3-294.4 against
+// 297.6-298.1 tok/s (and 290-291 against 294-295 at 2048 context, where only the merge's read of the
+// length differs). Also slower (H100,
 // in one run): the K and V rows of each warp's first 4 (or 8) steps asked into L2 (prefetch.global.L2)
 // before the wait, so that the copies after it would hit L2: d80 4K 8.0 (8.0) against 6.7 us without, 32K 38.9
 // (43.9) against 35.9; and no change in the 30B bf16 decode, 304.6-305.8 against 304.3-305.0 tok/s.
