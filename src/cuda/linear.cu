@@ -7,10 +7,10 @@
 // then shared memory; bias and the fp8 dequantisation scale are applied once.
 #include "core/backend.h"
 #include "core/dispatch.h"
+#include "core/elementwise_math.h"
 #include "core/vector_rows.h"
 #include "cuda/chained_launch.cuh"
 #include "cuda/gemv.cuh"
-#include "core/elementwise_math.h"
 #include "kiln/ops.h"
 #include "ops/linear.h"
 

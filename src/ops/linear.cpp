@@ -1,11 +1,11 @@
-// Front door of linear: the checks, the choice between the few-rows kernel and
-// a GEMM, and the fp8 weight scales.
+// Front doors of linear and linear_silu_and_mul: the checks, the choice between the
+// few-rows kernel and a GEMM, and the fp8 weight scales.
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/shape.h"
+#include "kiln/ops.h"
 #include "ops/common.h"
 #include "ops/linear.h"
-#include "kiln/ops.h"
 
 namespace kiln {
 
