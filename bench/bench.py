@@ -189,6 +189,17 @@ def linear_cases():
                       lambda kxr=kxr: kiln.nn.functional.linear(kxr, kw), lambda xr=xr: F.linear(xr, w)))
     c.append(Case("linear-fp8", f"linear fp8-weight 1x{kk} -> {n} (vs torch bf16)", 1.0 * n * kk,
                   lambda: kiln.nn.functional.linear(kx, kw8, weight_scale=ks8), lambda: F.linear(x, w)))
+    # a dense MLP's gate|up with its activation (kiln: one kernel; torch: the product, then silu * up)
+    for h, inter in [(4096, 12288), (1024, 3072)]:
+        x = torch.randn(1, 1, h, device=dev, dtype=torch.bfloat16)
+        w = torch.randn(2 * inter, h, device=dev, dtype=torch.bfloat16) / h ** 0.5
+        kx, kw = k(x), k(w)
+
+        def torch_swiglu(x=x, w=w, inter=inter):
+            p = F.linear(x, w)
+            return F.silu(p[..., :inter]) * p[..., inter:]
+        c.append(Case("linear", f"linear_silu_and_mul bf16 1x{h} -> 2x{inter}", 2.0 * 2 * inter * h,
+                      lambda kx=kx, kw=kw: kiln.nn.functional.linear_silu_and_mul(kx, kw), torch_swiglu))
     for case in c:
         case.graph = True
     return c

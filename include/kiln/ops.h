@@ -121,6 +121,13 @@ Tensor mm(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
               const std::optional<Tensor>& weight_scale = std::nullopt);
 
+// SwiGLU's projection: silu_and_mul(linear(x, weight, bias, weight_scale)), weight
+// [2H, K] the gate rows then the up rows, -> [..., H]. The same values as the two
+// calls (each product rounded to x's dtype before the activation); on CUDA the few
+// rows of a decode step run in one kernel, with no [..., 2H] intermediate.
+Tensor linear_silu_and_mul(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+                           const std::optional<Tensor>& weight_scale = std::nullopt);
+
 // Weight-only FP8 for linear: w [N, K] (float32/float16/bfloat16) -> {w8 [N, K]
 // float8_e4m3fn, scale [N] float32} with scale[n] = max|w[n]| / 448, so that each
 // row's largest magnitude lands on 448 and linear(x, w8, weight_scale=scale) ~

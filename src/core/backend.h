@@ -39,8 +39,11 @@ struct ReduceArgs {
 // stride; w [N, K] has unit inner stride and x's dtype, or is float8_e4m3fn;
 // scale (float32: 1 element, or N for per-row) is defined only for float8;
 // bias, when defined, is [N] contiguous in out's dtype.
+// With swiglu, w's rows are [gate | up] (N = 2H) and out [R, H] = silu(gate) * up,
+// both rounded to out's dtype first.
 struct LinearArgs {
   Tensor out, x, weight, scale, bias;
+  bool swiglu = false;
   // One scale per output row (else one for the whole weight).
   bool per_row_scale() const { return scale.defined() && scale.numel() == weight.size(0) && weight.size(0) > 1; }
 };

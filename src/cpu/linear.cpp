@@ -103,6 +103,14 @@ void linear_typed(const LinearArgs& a) {
 
 void linear_rows(const LinearArgs& args) {
   KILN_CHECK(args.x.size(0) <= 8, "linear_rows: at most 8 rows, got ", args.x.size(0));
+  if (args.swiglu) {  // the product, then silu_and_mul's own pass: its values exactly (a row is a few KB)
+    LinearArgs product = args;
+    product.swiglu = false;
+    product.out = Tensor::empty({args.x.size(0), args.weight.size(0)}, args.out.dtype(), args.out.device());
+    linear_rows(product);
+    silu_and_mul_rows(args.out, product.out);
+    return;
+  }
   detail::dispatch_float(args.x.dtype(), "linear", [&](auto xtag) {
     using X = typename decltype(xtag)::type;
     if (args.weight.dtype() == DType::Float8_e4m3fn) linear_typed<X, Float8_e4m3fn>(args);

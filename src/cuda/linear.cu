@@ -7,9 +7,11 @@
 // then shared memory; bias and the fp8 dequantisation scale are applied once.
 #include "core/backend.h"
 #include "core/dispatch.h"
+#include "core/elementwise_math.h"
 #include "core/vector_rows.h"
 #include "cuda/chained_launch.cuh"
 #include "cuda/gemv.cuh"
+#include "kiln/ops.h"
 #include "ops/linear.h"
 
 namespace kiln::cuda_backend {
@@ -21,8 +23,11 @@ using gemv::dot_step;
 constexpr int kWarps = 8;  // per block
 
 // WPR warps split K for NPW adjacent output rows; a block covers
-// kWarps / WPR * NPW output rows.
-template <class X, class W, int R, int WPR, int NPW>
+// kWarps / WPR * NPW output rows. SWIGLU (linear_silu_and_mul): N is H, the
+// output's width, and a warp's weight rows are NPW / 2 gate rows n.. and the up
+// rows H past them; it writes silu(gate) * up, each rounded to X first as the
+// product is before silu_and_mul. (No [R, 2H] product, no silu kernel after it.)
+template <class X, class W, int R, int WPR, int NPW, bool SWIGLU>
 __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int64_t K, int rows,
                                                                  const X* __restrict__ x, int64_t xs,
                                                                  const W* __restrict__ w, int64_t ws,
@@ -33,14 +38,19 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
   // k-steps in flight. 8 for one-row warps was slower: H100, in one run, Qwen3-8B decode 165.1
   // against 174.5 tok/s, Qwen3-30B-A3B bf16 289.6 against 299.1.
   constexpr int U = NPW == 1 ? 4 : 2;
-  constexpr int kRowsPerBlock = kWarps / WPR * NPW;
+  static_assert(!SWIGLU || NPW % 2 == 0, "linear_rows_kernel: SWIGLU pairs gate and up rows");
+  constexpr int kOut = SWIGLU ? NPW / 2 : NPW;  // output columns of a warp
+  constexpr int kRowsPerBlock = kWarps / WPR * kOut;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (warp / WPR) * NPW;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + (warp / WPR) * kOut;
   const int part = warp % WPR;
   constexpr int64_t kStep = static_cast<int64_t>(WPR) * 32 * V;
   const W* wr[NPW];
 #pragma unroll
-  for (int j = 0; j < NPW; ++j) wr[j] = w + ::min(n0 + j, N - 1) * ws;  // past N: a repeated row, not written
+  for (int j = 0; j < kOut; ++j) {
+    wr[j] = w + ::min(n0 + j, N - 1) * ws;  // past N: a repeated row, not written
+    if constexpr (SWIGLU) wr[kOut + j] = wr[j] + N * ws;
+  }
   // the weights are constants: the first steps' vectors head for L2 while the kernel before this
   // one (a chained launch) finishes writing x. Whole rows asked for at once instead (one
   // cp.async.bulk.prefetch.L2 a row, branch exp/prefetch-all) were slower: H100, in one run,
@@ -102,25 +112,33 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
   }
   if (lane != 0) return;
 #pragma unroll
-  for (int j = 0; j < NPW; ++j) {
+  for (int j = 0; j < kOut; ++j) {
     const int64_t n = n0 + j;
     if (n >= N) break;
-    const float s = scale ? scale[per_row ? n : 0] : 1.0f;
-    const float b = bias ? static_cast<float>(bias[n]) : 0.0f;
+    // weight row m's product, rounded to X as linear's output
+    const auto product = [&](int r, int i, int64_t m) {
+      return X(acc[r][i] * (scale ? scale[per_row ? m : 0] : 1.0f) + (bias ? static_cast<float>(bias[m]) : 0.0f));
+    };
 #pragma unroll
-    for (int r = 0; r < R; ++r)
-      if (r < rows) out[r * os + n] = X(acc[r][j] * s + b);
+    for (int r = 0; r < R; ++r) {
+      if (r >= rows) continue;
+      if constexpr (SWIGLU)
+        out[r * os + n] = X(math::silu_mul(static_cast<float>(product(r, j, n)), static_cast<float>(product(r, kOut + j, n + N))));
+      else
+        out[r * os + n] = product(r, j, n);
+    }
   }
 }
 
-template <class X, class W, int R>
+template <class X, class W, int R, bool SWIGLU>
 void launch_rows(const LinearArgs& a) {
-  const int64_t N = a.weight.size(0), K = a.weight.size(1);
+  const int64_t N = a.out.size(1), K = a.weight.size(1);  // N: output columns (SWIGLU: half the weight's rows)
   constexpr int V = 16 / sizeof(W);
-  constexpr int NPW = R == 1 ? 1 : 4;  // several input rows: share each input load across 4 weight rows
+  // several input rows: share each input load across 4 weight rows; SWIGLU: a gate and an up row at least
+  constexpr int NPW = R == 1 ? (SWIGLU ? 2 : 1) : 4, kOut = SWIGLU ? NPW / 2 : NPW;
   // Enough warps per row that about two blocks per SM run; no more than the row can feed.
   const int64_t target_warps = static_cast<int64_t>(sm_count()) * 2 * kWarps;
-  const int64_t units = (N + NPW - 1) / NPW;
+  const int64_t units = (N + kOut - 1) / kOut;
   int wpr = 1;
   while (wpr < kWarps && units * wpr < target_warps && K >= static_cast<int64_t>(wpr) * 2 * 32 * V * 2) wpr *= 2;
   const float* scale = a.scale.defined() ? a.scale.data<float>() : nullptr;
@@ -129,9 +147,9 @@ void launch_rows(const LinearArgs& a) {
   const int rows = static_cast<int>(a.x.size(0));
   auto go = [&](auto wpr_c) {
     constexpr int P = decltype(wpr_c)::value;
-    constexpr int per_block = kWarps / P * NPW;
+    constexpr int per_block = kWarps / P * kOut;
     const unsigned blocks = static_cast<unsigned>((N + per_block - 1) / per_block);
-    launch_chained(linear_rows_kernel<X, W, R, P, NPW>, blocks, kWarps * 32, 0, N, K, rows, a.x.data<X>(),
+    launch_chained(linear_rows_kernel<X, W, R, P, NPW, SWIGLU>, blocks, kWarps * 32, 0, N, K, rows, a.x.data<X>(),
                    a.x.stride(0), a.weight.data<W>(), a.weight.stride(0), scale, per_row, bias, a.out.data<X>(),
                    a.out.stride(0));
   };
@@ -144,13 +162,19 @@ void launch_rows(const LinearArgs& a) {
   KILN_CUDA_CHECK_LAUNCH();
 }
 
-template <class X, class W>
+template <class X, class W, bool SWIGLU>
 void linear_typed(const LinearArgs& a) {
   const int64_t rows = a.x.size(0);
-  if (rows == 1) launch_rows<X, W, 1>(a);
-  else if (rows == 2) launch_rows<X, W, 2>(a);
-  else if (rows <= 4) launch_rows<X, W, 4>(a);
-  else launch_rows<X, W, 8>(a);
+  if (rows == 1) launch_rows<X, W, 1, SWIGLU>(a);
+  else if (rows == 2) launch_rows<X, W, 2, SWIGLU>(a);
+  else if (rows <= 4) launch_rows<X, W, 4, SWIGLU>(a);
+  else launch_rows<X, W, 8, SWIGLU>(a);
+}
+
+template <class X, class W>
+void linear_typed(const LinearArgs& a) {
+  if (a.swiglu) linear_typed<X, W, true>(a);
+  else linear_typed<X, W, false>(a);
 }
 
 }  // namespace
@@ -163,7 +187,8 @@ void linear_rows(const LinearArgs& args) {
   KILN_CHECK(args.x.size(0) <= 8, "linear_rows: at most 8 rows, got ", args.x.size(0));
   if (!aligned) {
     // Vector loads need 16-byte rows: an odd K or offset view goes the GEMM way.
-    args.out.copy_(linear_gemm(args.x, args.weight, args.scale, args.bias));
+    const Tensor product = linear_gemm(args.x, args.weight, args.scale, args.bias);
+    args.out.copy_(args.swiglu ? silu_and_mul(product) : product);
     return;
   }
   detail::dispatch_float(args.x.dtype(), "linear", [&](auto xtag) {

@@ -3,7 +3,8 @@
 // (one kernel), attention over the cache (the decode kernel for one token, with
 // the length read on the device; for a prompt, causal from the bottom right, so
 // that a chunk after cached context sees it), o_proj, the residual add fused into the next
-// RMSNorm, then SwiGLU or the experts (their combine fused into the down projection:
+// RMSNorm, then SwiGLU (gate|up and silu_and_mul in one call, linear_silu_and_mul) or
+// the experts (their combine fused into the down projection:
 // on the H100, 30B-A3B config, in one run against the combine fused into the next
 // add and norm instead, fp8 379-381 -> 405-407 tok/s at 128 context, 374-376 ->
 // 401-403 at 2048; bf16 275-279 either way, then 287-289 and 293-297 with the two
@@ -175,7 +176,7 @@ Tensor Qwen3Model::attention(int64_t layer, const Tensor& h, const Step& step) {
 }
 
 Tensor Qwen3Model::dense_mlp(const LayerWeights& l, const Tensor& h) const {
-  return l.mlp.down(silu_and_mul(l.mlp.gate_up(h)));
+  return l.mlp.down(l.mlp.gate_up.silu_and_mul_of(h));
 }
 
 std::pair<Tensor, Tensor> Qwen3Model::moe_norm(const LayerWeights& l, const Tensor& h, const Tensor& residual,

@@ -18,6 +18,11 @@ Tensor LinearWeights::operator()(const Tensor& x) const {
                 scale.defined() ? std::optional<Tensor>(scale) : std::nullopt);
 }
 
+Tensor LinearWeights::silu_and_mul_of(const Tensor& x) const {
+  return linear_silu_and_mul(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
+                             scale.defined() ? std::optional<Tensor>(scale) : std::nullopt);
+}
+
 size_t LinearWeights::nbytes() const {
   return weight.nbytes() + (scale.defined() ? scale.nbytes() : 0) + (bias.defined() ? bias.nbytes() : 0);
 }

@@ -18,6 +18,8 @@ namespace kiln {
 struct LinearWeights {
   Tensor weight, scale, bias;
   Tensor operator()(const Tensor& x) const;
+  // silu_and_mul of the product, for [gate | up] weights (one kernel a decode step on CUDA)
+  Tensor silu_and_mul_of(const Tensor& x) const;
   size_t nbytes() const;
 };
 

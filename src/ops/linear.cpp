@@ -1,8 +1,9 @@
-// Front door of linear: the checks, the choice between the few-rows kernel and
-// a GEMM, and the fp8 weight scales.
+// Front doors of linear and linear_silu_and_mul: the checks, the choice between the
+// few-rows kernel and a GEMM, and the fp8 weight scales.
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/shape.h"
+#include "kiln/ops.h"
 #include "ops/common.h"
 #include "ops/linear.h"
 
@@ -40,61 +41,102 @@ std::pair<Tensor, Tensor> quantize_fp8_rows(const Tensor& w) {
   return {div(wf, scale).to(DType::Float8_e4m3fn), scale.reshape(rows)};
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
-              const std::optional<Tensor>& weight_scale) {
-  check_defined("linear", x, weight);
-  check_same_device("linear", x, weight);
-  check_compute_float("linear", x, "input dtype");
-  KILN_CHECK(weight.dim() == 2, "linear: weight must be 2-D [out_features, in_features], got shape ", weight.shape());
-  KILN_CHECK(x.dim() >= 1, "linear: input must have at least 1 dimension, got a 0-d tensor");
+namespace {
+
+// linear's operands, checked once for both front doors: the fp8 scale as a flat
+// float32 tensor and the bias contiguous (each undefined when not given).
+struct LinearOperands {
+  Tensor scale, bias;
+  bool fp8 = false;
+};
+
+LinearOperands check_linear(const char* op, const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+                            const std::optional<Tensor>& weight_scale) {
+  check_defined(op, x, weight);
+  check_same_device(op, x, weight);
+  check_compute_float(op, x, "input dtype");
+  KILN_CHECK(weight.dim() == 2, op, ": weight must be 2-D [out_features, in_features], got shape ", weight.shape());
+  KILN_CHECK(x.dim() >= 1, op, ": input must have at least 1 dimension, got a 0-d tensor");
   const int64_t N = weight.size(0), K = weight.size(1);
-  KILN_CHECK(x.size(-1) == K, "linear: input shape ", x.shape(), " and weight shape ", weight.shape(),
+  KILN_CHECK(x.size(-1) == K, op, ": input shape ", x.shape(), " and weight shape ", weight.shape(),
              " do not match (input's last dim must equal in_features = ", K, ")");
-  const bool fp8 = weight.dtype() == DType::Float8_e4m3fn;
-  KILN_CHECK(fp8 || weight.dtype() == x.dtype(), "linear: weight dtype ", dtype_name(weight.dtype()),
+  LinearOperands o;
+  o.fp8 = weight.dtype() == DType::Float8_e4m3fn;
+  KILN_CHECK(o.fp8 || weight.dtype() == x.dtype(), op, ": weight dtype ", dtype_name(weight.dtype()),
              " must equal the input's (", dtype_name(x.dtype()), ") or be float8_e4m3fn");
-  Tensor scale;
-  if (fp8) {
-    KILN_CHECK(given(weight_scale),
-               "linear: a float8_e4m3fn weight needs weight_scale (its float32 dequantisation scale)");
-    scale = *weight_scale;
-    check_same_device("linear", x, scale);
-    KILN_CHECK(scale.dtype() == DType::Float32, "linear: weight_scale must be float32, got ", dtype_name(scale.dtype()));
+  if (o.fp8) {
+    KILN_CHECK(given(weight_scale), op,
+               ": a float8_e4m3fn weight needs weight_scale (its float32 dequantisation scale)");
+    const Tensor& scale = *weight_scale;
+    check_same_device(op, x, scale);
+    KILN_CHECK(scale.dtype() == DType::Float32, op, ": weight_scale must be float32, got ", dtype_name(scale.dtype()));
     const bool per_tensor = scale.numel() == 1 && scale.dim() <= 1;
     const bool per_row = (scale.dim() == 1 && scale.size(0) == N) || (scale.dim() == 2 && scale.size(0) == N &&
                                                                       scale.size(1) == 1);
-    KILN_CHECK(per_tensor || per_row, "linear: weight_scale shape ", scale.shape(), " must be [] or [1] (per tensor) or [",
+    KILN_CHECK(per_tensor || per_row, op, ": weight_scale shape ", scale.shape(), " must be [] or [1] (per tensor) or [",
                N, "] / [", N, ", 1] (per output row)");
-    scale = scale.reshape({scale.numel()}).contiguous();
+    o.scale = scale.reshape({scale.numel()}).contiguous();
   } else {
-    KILN_CHECK(!given(weight_scale), "linear: weight_scale is only for float8_e4m3fn "
+    KILN_CHECK(!given(weight_scale), op, ": weight_scale is only for float8_e4m3fn "
                "weights, the weight is ", dtype_name(weight.dtype()));
   }
-  Tensor b;
   if (given(bias)) {
-    b = *bias;
-    check_same_device("linear", x, b);
-    KILN_CHECK(b.dtype() == x.dtype(), "linear: bias dtype ", dtype_name(b.dtype()), " must equal the input's (",
+    const Tensor& b = *bias;
+    check_same_device(op, x, b);
+    KILN_CHECK(b.dtype() == x.dtype(), op, ": bias dtype ", dtype_name(b.dtype()), " must equal the input's (",
                dtype_name(x.dtype()), ")");
-    KILN_CHECK(b.dim() == 1 && b.size(0) == N, "linear: bias shape ", b.shape(), " must be [", N, "]");
-    b = b.contiguous();
+    KILN_CHECK(b.dim() == 1 && b.size(0) == N, op, ": bias shape ", b.shape(), " must be [", N, "]");
+    o.bias = b.contiguous();
   }
+  return o;
+}
 
+// The few-rows kernel's arguments for x's rows, or an undefined out where the rows are too many.
+LinearArgs decode_args(const Tensor& x, const Tensor& weight, const LinearOperands& o, int64_t rows, int64_t out_cols) {
+  LinearArgs args;
+  if (rows > max_decode_rows(x, o.fp8)) return args;
+  args.x = x.reshape({rows, weight.size(1)});
+  if (args.x.stride(1) != 1) args.x = args.x.contiguous();
+  args.weight = weight.stride(1) == 1 ? weight : weight.contiguous();
+  args.scale = o.scale;
+  args.bias = o.bias;
+  args.out = Tensor::empty({rows, out_cols}, x.dtype(), x.device());
+  return args;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+              const std::optional<Tensor>& weight_scale) {
+  const LinearOperands o = check_linear("linear", x, weight, bias, weight_scale);
+  const int64_t N = weight.size(0), K = weight.size(1);
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   out_shape.push_back(N);
   const int64_t rows = shape_numel(out_shape) / std::max<int64_t>(N, 1);
   if (rows == 0 || N == 0) return Tensor::empty(out_shape, x.dtype(), x.device());
-  if (K == 0) return b.defined() ? b.expand(out_shape).contiguous() : zeros(out_shape, x.dtype(), x.device());
-
-  Tensor x2 = x.reshape({rows, K});
-  if (rows <= max_decode_rows(x, fp8)) {
-    if (x2.stride(1) != 1) x2 = x2.contiguous();
-    LinearArgs args{Tensor::empty({rows, N}, x.dtype(), x.device()), x2,
-                    weight.stride(1) == 1 ? weight : weight.contiguous(), scale, b};
+  if (K == 0) return o.bias.defined() ? o.bias.expand(out_shape).contiguous() : zeros(out_shape, x.dtype(), x.device());
+  if (LinearArgs args = decode_args(x, weight, o, rows, N); args.out.defined()) {
     KILN_ON_DEVICE(x.device(), linear_rows, args);
     return args.out.view(out_shape);
   }
-  return linear_gemm(x2, weight, scale, b).view(out_shape);
+  return linear_gemm(x.reshape({rows, K}), weight, o.scale, o.bias).view(out_shape);
+}
+
+Tensor linear_silu_and_mul(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+                           const std::optional<Tensor>& weight_scale) {
+  constexpr const char* op = "linear_silu_and_mul";
+  const LinearOperands o = check_linear(op, x, weight, bias, weight_scale);
+  const int64_t N = weight.size(0), K = weight.size(1), H = N / 2;
+  KILN_CHECK(N % 2 == 0, op, ": the weight's out_features must be even (gate rows, then up rows), got shape ",
+             weight.shape());
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  out_shape.push_back(H);
+  const int64_t rows = H == 0 ? 0 : shape_numel(out_shape) / H;
+  LinearArgs args = rows == 0 || K == 0 ? LinearArgs{} : decode_args(x, weight, o, rows, H);
+  if (!args.out.defined()) return silu_and_mul(linear(x, weight, bias, weight_scale));  // GEMM rows or empty
+  args.swiglu = true;
+  KILN_ON_DEVICE(x.device(), linear_rows, args);
+  return args.out.view(out_shape);
 }
 
 }  // namespace kiln

@@ -225,6 +225,10 @@ void bind_ops(py::module_& m) {
     return linear(x, w, bias, scale);
   }, arg("input"), arg("weight"), arg("bias") = none, py::kw_only(), arg("weight_scale") = none,
      py::call_guard<py::gil_scoped_release>());
+  m.def("linear_silu_and_mul", [](const Tensor& x, const Tensor& w, std::optional<Tensor> bias,
+                                  std::optional<Tensor> scale) { return linear_silu_and_mul(x, w, bias, scale); },
+        arg("input"), arg("weight"), arg("bias") = none, py::kw_only(), arg("weight_scale") = none,
+        py::call_guard<py::gil_scoped_release>());
   // torch._scaled_mm's signature (scale_result is for fp8 outputs, which kiln does not produce).
   m.def("_scaled_mm", [](const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
                          std::optional<Tensor> bias, py::object scale_result, py::object out_dtype, bool fast) {

@@ -109,6 +109,29 @@ class LayerOps(unittest.TestCase):
             got = np.from_dlpack(kiln.silu_and_mul(x).to(kiln.float32))
             np.testing.assert_allclose(got, g / (1 + np.exp(-g)) * u, rtol=2 ** -8, atol=1e-6, err_msg=str(shape))
 
+    def test_linear_silu_and_mul(self):
+        def silu_mul(p):
+            g, u = np.split(p.astype(np.float64), 2, axis=-1)
+            return g / (1 + np.exp(-g)) * u
+
+        for shape, n, kk in [((1, 64), 2 * 48, 64), ((3, 2, 40), 2 * 7, 40), ((20, 32), 2 * 16, 32)]:  # decode rows, GEMM rows
+            x = RNG.standard_normal(shape).astype(np.float32)
+            w = (RNG.standard_normal((n, kk)) / kk ** 0.5).astype(np.float32)
+            b = RNG.standard_normal(n).astype(np.float32)
+            got = KF.linear_silu_and_mul(kiln.tensor(x), kiln.tensor(w), kiln.tensor(b))
+            self.assertEqual(got.shape, shape[:-1] + (n // 2,))
+            np.testing.assert_allclose(np.from_dlpack(got), silu_mul(x @ w.T + b), rtol=1e-4, atol=1e-5, err_msg=str(shape))
+        # bfloat16 with fp8 per-row scales: the same bits as the two calls
+        x = kiln.tensor(RNG.standard_normal((2, 96)).astype(np.float32)).to(kiln.bfloat16)
+        w8, scale = kiln.quantize_fp8_rows(kiln.tensor(RNG.standard_normal((2 * 24, 96)).astype(np.float32)))
+        two = np.from_dlpack(kiln.silu_and_mul(KF.linear(x, w8, weight_scale=scale)).to(kiln.float32))
+        one = np.from_dlpack(KF.linear_silu_and_mul(x, w8, weight_scale=scale).to(kiln.float32))
+        np.testing.assert_array_equal(one, two)
+        with self.assertRaisesRegex(Exception, r"linear_silu_and_mul: the weight's out_features must be even.*\[7, 8\]"):
+            KF.linear_silu_and_mul(kiln.zeros((1, 8)), kiln.zeros((7, 8)))
+        with self.assertRaisesRegex(Exception, r"linear_silu_and_mul: input shape \[1, 9\] and weight shape \[8, 8\]"):
+            KF.linear_silu_and_mul(kiln.zeros((1, 9)), kiln.zeros((8, 8)))
+
     def test_rotary_half_interleaved_partial(self):
         t, h, d = 7, 3, 16
         x = RNG.standard_normal((t, h, d)).astype(np.float32)

@@ -320,6 +320,37 @@ class TorchParity(TorchParityBase):
                                 msg=f"rows {rows} scale {tuple(scale.shape)}")
 
 
+    def test_linear_silu_and_mul_against_torch(self):
+        F = torch.nn.functional
+        KF = kiln.nn.functional
+
+        def ref(p):  # silu_and_mul of the product as rounded to its dtype
+            g, u = p.float().chunk(2, dim=-1)
+            return (F.silu(g) * u).to(p.dtype)
+
+        for dt, tol in ((torch.float32, 1e-4), (torch.bfloat16, 2e-2), (torch.float16, 2e-3)):
+            # H = 12288 (Qwen3-8B's, several blocks a row); odd H; K = 100: the unaligned fallback
+            for (h, kk) in [(37, 256), (12288, 512), (1000, 1024), (64, 100)]:
+                w = torch.randn(2 * h, kk, device=DEV, dtype=dt) / kk ** 0.5
+                b = torch.randn(2 * h, device=DEV, dtype=dt)
+                for shape in [(1, kk), (1, 1, kk), (3, kk), (9, kk)]:
+                    x = torch.randn(*shape, device=DEV, dtype=dt)
+                    msg = f"{dt} 2x{h}x{kk} {shape}"
+                    self.assertSame(KF.linear_silu_and_mul(k(x), k(w)), ref(F.linear(x, w)), rtol=tol, atol=tol, msg=msg)
+                    self.assertSame(KF.linear_silu_and_mul(k(x), k(w), k(b)), ref(F.linear(x, w, b)), rtol=tol, atol=tol,
+                                    msg=msg + " bias")
+        # fp8 weights with per-row and per-tensor scales: 1..8 rows run the fused kernel
+        h, kk = 300, 1024
+        w8 = (torch.randn(2 * h, kk, device=DEV) * 60).to(torch.float8_e4m3fn)
+        for scale in (torch.rand(2 * h, device=DEV) * 0.01, torch.tensor(0.003, device=DEV)):
+            ws = w8.float() * (scale.reshape(-1, 1) if scale.numel() > 1 else scale)
+            for rows in (1, 4, 8, 20):
+                x = torch.randn(rows, kk, device=DEV, dtype=torch.bfloat16)
+                want = ref(F.linear(x.float(), ws).to(torch.bfloat16))
+                got = KF.linear_silu_and_mul(k(x), k(w8), weight_scale=k(scale))
+                self.assertSame(got, want, rtol=2e-2, atol=2e-2 * float(want.float().abs().max()),
+                                msg=f"fp8 rows {rows} scale {tuple(scale.shape)}")
+
     # ---- softmax / log_softmax: rows, split long rows, other dims, special values ----
     def test_softmax_against_torch(self):
         shapes = [(1, 7), (37, 1000), (8, 4096), (3, 5000), (1, 32000), (1, 128256), (1, 151936), (2, 262144),

@@ -16,6 +16,14 @@ def linear(input, weight, bias=None, *, weight_scale=None):
     return _kiln.linear(input, weight, bias, weight_scale=weight_scale)
 
 
+def linear_silu_and_mul(input, weight, bias=None, *, weight_scale=None):
+    """silu(gate) * up of linear(input, weight, bias, weight_scale=...), weight [2H, in_features]
+    the gate rows then the up rows -> [..., H]: SwiGLU's projection in one call (one kernel
+    for the few rows of a decode step on CUDA), the values of the two calls.
+    """
+    return _kiln.linear_silu_and_mul(input, weight, bias, weight_scale=weight_scale)
+
+
 def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None, b_scale=None):
     """One matrix product per group, as torch.nn.functional.grouped_mm.
 
