@@ -36,8 +36,10 @@
 // 200 and 256. Every product's wait is exposed, as here; what makes FlashAttention-3
 // fast (TMA loads by a producer warp, the consumer warpgroups' softmax and products
 // in ping-pong) is not in it. The variants without the early Q K^T also gave wrong
-// results on some shapes (test_gpu_attention_prefill), not yet understood. The branch
-// also holds a warp-specialised variant (a TMA producer warp, mbarriers), never run.
+// results on some shapes (test_gpu_attention_prefill), not yet understood. That
+// branch's warp-specialised variant (a TMA producer warp, mbarriers) is the one kept:
+// on sm_90, head dims 40, 80, 96 and 128 go to it (attention_prefill_wgmma.cu), d40
+// causal 107.8 us against this kernel's 112.5 (H100); d64 and other GPUs stay here.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>

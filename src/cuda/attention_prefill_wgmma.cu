@@ -7,16 +7,19 @@
 // (attention_prefill.cuh, shared with the mma.sync kernel), and O += P V with one
 // m64nDk16 wgmma per 16 keys (P from the S accumulators, V read N-major).
 //
-// Head dims 40, 64, 80, 96, 128 in bfloat16 or float16 (others, and older GPUs: the
-// mma.sync kernel, attention_prefill.cu). d64 takes 128 keys a step and the others 64:
-// with KN = D (the two products of one wgmma shape: ws3x64 at d64, ws2x128 at d128) the
-// results were wrong past the first key step on the H100 and the H200, under every
-// ordering switch tried (scores from zeros, a wait after each wgmma); not understood.
-// Measured (H100, bench.py, one run, against the mma.sync kernel and torch's cuDNN):
-// d40 4K causal fp16 112.5 us (mma.sync 111.8, torch 107.3), not causal 207.6 (216.5,
-// 171.5), 32q/8kv d128 2K causal bf16 143.6 (157.8, 84.4). Earlier, three variants that
-// fed the products from cp.async tiles behind a block-wide barrier a step were slower
-// (d128 causal: 151-253 us against the mma.sync kernel's 160).
+// Head dims 40, 80, 96, 128 in bfloat16 or float16, 64 keys a step (d64, other dims, older
+// GPUs: the mma.sync kernel, attention_prefill.cu). d64 is not here: with 64 keys a step
+// (KN = D: the two products of one wgmma shape, as d128 at 128 keys) the results were
+// wrong past the first key step on the H100 and the H200, under every ordering switch
+// tried (scores from zeros, a wait after each wgmma); not understood. With 128 keys a step
+// it is right but spills (52 local-memory instructions in its SASS): 344 us against the
+// mma.sync kernel's 138 (H100, d64 4K causal fp16).
+// Measured (H100, bench.py, in one run against this kernel switched off, and torch's
+// cuDNN): d40 4K causal fp16 107.7-107.9 us (mma.sync 111.6-112.7, torch 107.5-108.0:
+// 1.00x), not causal 198.8-199.3 (214.6-215.4, 171.7-171.9), 32q/8kv d128 2K causal bf16
+// 125.4 (157.8, 83.0-83.4; this instance spills too, 40 local-memory instructions).
+// Earlier, three variants that fed the products from cp.async tiles behind a block-wide
+// barrier a step were slower (d128 causal: 151-253 us against the mma.sync kernel's 160).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -209,7 +212,6 @@ template <class T>
 bool ws_dim(const AttentionPrefillArgs& a) {
   switch (a.q.size(3)) {
     case 40: return launch_ws<T, 40, 3, 64, 3>(a);
-    case 64: return launch_ws<T, 64, 2, 128, 2>(a);  // KN != D: see the top of the file
     case 80: return launch_ws<T, 80, 3, 64, 3>(a);
     case 96: return launch_ws<T, 96, 3, 64, 3>(a);
     case 128: return launch_ws<T, 128, 3, 64, 3>(a);

@@ -26,7 +26,10 @@ constexpr int kWarps = 8;  // per block
 // kWarps / WPR * NPW output rows. SWIGLU (linear_silu_and_mul): N is H, the
 // output's width, and a warp's weight rows are NPW / 2 gate rows n.. and the up
 // rows H past them; it writes silu(gate) * up, each rounded to X first as the
-// product is before silu_and_mul. (No [R, 2H] product, no silu kernel after it.)
+// product is before silu_and_mul. (No [R, 2H] product, no silu kernel after it: H100,
+// bench.py, 1x4096 -> 2x12288 65.4 us against torch's linear and silu * up 71.9, 1x1024
+// -> 2x3072 3.2 against 7.9; Qwen3-8B decode 179.8-180.8 tok/s against 179.3-179.5 with
+// the product and silu_and_mul, alternated in one run.)
 template <class X, class W, int R, int WPR, int NPW, bool SWIGLU>
 __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int64_t K, int rows,
                                                                  const X* __restrict__ x, int64_t xs,
@@ -51,18 +54,32 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
     wr[j] = w + ::min(n0 + j, N - 1) * ws;  // past N: a repeated row, not written
     if constexpr (SWIGLU) wr[kOut + j] = wr[j] + N * ws;
   }
-  // the weights are constants: the first steps' vectors head for L2 while the kernel before this
-  // one (a chained launch) finishes writing x. Whole rows asked for at once instead (one
-  // cp.async.bulk.prefetch.L2 a row, branch exp/prefetch-all) were slower: H100, in one run,
-  // Qwen3-8B decode 139.2 against 173.9-175.0 tok/s, Qwen3-30B-A3B bf16 287-290 against 296-298.
-  if (n0 < N)
+  // The weights are constants: one-row kernels load the first U steps' vectors into registers and
+  // send the next U steps' towards L2 (more rows: the first U steps' to L2; holding them would cost
+  // blocks an SM), while the kernel before this one (a chained launch) finishes writing x. H100, in
+  // one run against the same loads after the wait: Qwen3-30B-A3B decode bf16 285.5-288.4 ->
+  // 299.0-303.4 tok/s, fp8 399.1-400.6 -> 411.9-415.8, Qwen3-8B 175.0-176.5 -> 179.8-179.9;
+  // 1x4096 -> 4096 7.2 -> 6.6 us, 1x2048 -> 4096 4.5 -> 3.7 (bf16: 54 registers instead of 32,
+  // 4 blocks an SM still fit). Whole rows asked for at once instead (one cp.async.bulk.prefetch.L2
+  // a row, branch exp/prefetch-all) were slower: H100, in one run, Qwen3-8B decode 139.2 against
+  // 173.9-175.0 tok/s, Qwen3-30B-A3B bf16 287-290 against 296-298.
+  const int64_t k0 = (static_cast<int64_t>(part) * 32 + lane) * V;
+  constexpr bool kPeel = R == 1;
+  const bool first_full = kPeel && n0 < N && k0 + (U - 1) * kStep < K;  // the first U steps, all within K
+  Pack<W, V> p0[U][NPW];
+  const auto load_steps = [&](Pack<W, V>(&p)[U][NPW], int64_t k) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
-      for (int j = 0; j < NPW; ++j) {
-        const int64_t k = (static_cast<int64_t>(part) * 32 + lane) * V + u * kStep;
-        if (k < K) prefetch_l2(wr[j] + k);
-      }
+      for (int j = 0; j < NPW; ++j) p[u][j] = *reinterpret_cast<const Pack<W, V>*>(wr[j] + k + u * kStep);
+  };
+  if (first_full) load_steps(p0, k0);
+  if (n0 < N)
+#pragma unroll
+    for (int u = kPeel ? U : 0; u < (kPeel ? 2 * U : U); ++u)
+#pragma unroll
+      for (int j = 0; j < NPW; ++j)
+        if (k0 + u * kStep < K) prefetch_l2(wr[j] + k0 + u * kStep);
   chain_wait();
   chain_release();
   float acc[R][NPW];
@@ -71,13 +88,15 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
 #pragma unroll
     for (int j = 0; j < NPW; ++j) acc[r][j] = 0.0f;
   if (n0 < N) {
-    int64_t k = (static_cast<int64_t>(part) * 32 + lane) * V;
+    int64_t k = k0;
+    if (first_full) {
+#pragma unroll
+      for (int u = 0; u < U; ++u) dot_step<X, W, R, NPW, V>(p0[u], x + k + u * kStep, xs, rows, acc);
+      k += U * kStep;
+    }
     for (; k + (U - 1) * kStep < K; k += U * kStep) {
       Pack<W, V> p[U][NPW];
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-#pragma unroll
-        for (int j = 0; j < NPW; ++j) p[u][j] = *reinterpret_cast<const Pack<W, V>*>(wr[j] + k + u * kStep);
+      load_steps(p, k);
 #pragma unroll
       for (int u = 0; u < U; ++u) dot_step<X, W, R, NPW, V>(p[u], x + k + u * kStep, xs, rows, acc);
     }
