@@ -17,7 +17,9 @@
 // Measured (H100, bench.py, in one run against this kernel switched off, and torch's
 // cuDNN): d40 4K causal fp16 107.7-107.9 us (mma.sync 111.6-112.7, torch 107.5-108.0:
 // 1.00x), not causal 198.8-199.3 (214.6-215.4, 171.7-171.9), 32q/8kv d128 2K causal bf16
-// 125.4 (157.8, 83.0-83.4; this instance spills too, 40 local-memory instructions).
+// 125.4 (157.8, 83.0-83.4). d128 and d96 spill (160 and 32 bytes, ptxas -v): 3 consumer
+// warpgroups and the producer are 13 warps, 4 of them on one SM sub-partition, whose 16K
+// registers cap a thread at 128; 2 warpgroups take 159 without spilling (branch exp/ws-d128).
 // Earlier, three variants that fed the products from cp.async tiles behind a block-wide
 // barrier a step were slower (d128 causal: 151-253 us against the mma.sync kernel's 160).
 #include <cuda_bf16.h>
