@@ -104,11 +104,8 @@ LinearArgs decode_args(const Tensor& x, const Tensor& weight, const LinearOperan
   return args;
 }
 
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
-              const std::optional<Tensor>& weight_scale) {
-  const LinearOperands o = check_linear("linear", x, weight, bias, weight_scale);
+// linear of operands check_linear has passed.
+Tensor linear_checked(const Tensor& x, const Tensor& weight, const LinearOperands& o) {
   const int64_t N = weight.size(0), K = weight.size(1);
   Shape out_shape(x.shape().begin(), x.shape().end() - 1);
   out_shape.push_back(N);
@@ -122,6 +119,13 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
   return linear_gemm(x.reshape({rows, K}), weight, o.scale, o.bias).view(out_shape);
 }
 
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+              const std::optional<Tensor>& weight_scale) {
+  return linear_checked(x, weight, check_linear("linear", x, weight, bias, weight_scale));
+}
+
 Tensor linear_silu_and_mul(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
                            const std::optional<Tensor>& weight_scale) {
   constexpr const char* op = "linear_silu_and_mul";
@@ -133,7 +137,7 @@ Tensor linear_silu_and_mul(const Tensor& x, const Tensor& weight, const std::opt
   out_shape.push_back(H);
   const int64_t rows = H == 0 ? 0 : shape_numel(out_shape) / H;
   LinearArgs args = rows == 0 || K == 0 ? LinearArgs{} : decode_args(x, weight, o, rows, H);
-  if (!args.out.defined()) return silu_and_mul(linear(x, weight, bias, weight_scale));  // GEMM rows or empty
+  if (!args.out.defined()) return silu_and_mul(linear_checked(x, weight, o));  // GEMM rows or empty
   args.swiglu = true;
   KILN_ON_DEVICE(x.device(), linear_rows, args);
   return args.out.view(out_shape);
