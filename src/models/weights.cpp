@@ -13,14 +13,17 @@
 
 namespace kiln {
 
-Tensor LinearWeights::operator()(const Tensor& x) const {
-  return linear(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
-                scale.defined() ? std::optional<Tensor>(scale) : std::nullopt);
-}
+namespace {
+
+// An optional operand of linear: given when the weights hold it.
+std::optional<Tensor> if_defined(const Tensor& t) { return t.defined() ? std::optional<Tensor>(t) : std::nullopt; }
+
+}  // namespace
+
+Tensor LinearWeights::operator()(const Tensor& x) const { return linear(x, weight, if_defined(bias), if_defined(scale)); }
 
 Tensor LinearWeights::silu_and_mul_of(const Tensor& x) const {
-  return linear_silu_and_mul(x, weight, bias.defined() ? std::optional<Tensor>(bias) : std::nullopt,
-                             scale.defined() ? std::optional<Tensor>(scale) : std::nullopt);
+  return linear_silu_and_mul(x, weight, if_defined(bias), if_defined(scale));
 }
 
 size_t LinearWeights::nbytes() const {
