@@ -97,7 +97,8 @@ __global__ void __launch_bounds__(WG * 128 + 32)
         const int st = j % ST;
         if (j >= ST) mbar_wait(&empty[st], static_cast<uint32_t>((j / ST - 1) & 1));
         mbar_arrive_expect_tx(&full[st], kStageTx);
-        for (int c = 0; c < CP; ++c) tma_load_3d(sk + st * kTile + c * kChunkBytes, map_k, 8 * c, j * KN, kv, &full[st]);
+        for (int c = 0; c < CP; ++c)
+          tma_load_3d(sk + st * kTile + c * kChunkBytes, map_k, 8 * c, j * KN, kv, &full[st]);
         for (int c = 0; c < C; ++c) tma_load_3d(sv + st * kTile + c * kChunkBytes, map_v, 8 * c, j * KN, kv, &full[st]);
       }
     }
@@ -133,8 +134,8 @@ __global__ void __launch_bounds__(WG * 128 + 32)
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {  // K-major: k (dims) steps kChunkBytes a chunk, n (keys) 128 bytes a group
-        wgmma_rs<KN, T, false>(as_flat(s), qf[ks], wgmma_desc(k_base + st * kTile + 2 * ks * kChunkBytes, kChunkBytes, 128),
-                               ks > 0);
+        const uint64_t desc = wgmma_desc(k_base + st * kTile + 2 * ks * kChunkBytes, kChunkBytes, 128);
+        wgmma_rs<KN, T, false>(as_flat(s), qf[ks], desc, ks > 0);
       }
       wgmma_commit();
       wgmma_wait<0>();
@@ -187,8 +188,8 @@ bool launch_ws(const AttentionPrefillArgs& a) {
   const Tensor& k = a.k;
   const Tensor& v = a.v;
   const int64_t B = k.size(0), Hkv = k.size(1), S = k.size(2);
-  if ((B > 1 && (k.stride(0) != Hkv * k.stride(1) || v.stride(0) != Hkv * v.stride(1))) || B * Hkv >= (int64_t{1} << 31) ||
-      S >= (int64_t{1} << 31))
+  const bool folds = B <= 1 || (k.stride(0) == Hkv * k.stride(1) && v.stride(0) == Hkv * v.stride(1));
+  if (!folds || B * Hkv >= (int64_t{1} << 31) || S >= (int64_t{1} << 31))
     return false;
   const uint64_t isz = sizeof(T);
   const uint64_t dims[3] = {static_cast<uint64_t>(D), static_cast<uint64_t>(S), static_cast<uint64_t>(B * Hkv)};

@@ -142,7 +142,8 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
     for (int r = 0; r < R; ++r) {
       if (r >= rows) continue;
       if constexpr (SWIGLU)
-        out[r * os + n] = X(math::silu_mul(static_cast<float>(product(r, j, n)), static_cast<float>(product(r, kOut + j, n + N))));
+        out[r * os + n] =
+            X(math::silu_mul(static_cast<float>(product(r, j, n)), static_cast<float>(product(r, kOut + j, n + N))));
       else
         out[r * os + n] = product(r, j, n);
     }

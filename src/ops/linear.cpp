@@ -73,8 +73,8 @@ LinearOperands check_linear(const char* op, const Tensor& x, const Tensor& weigh
     const bool per_tensor = scale.numel() == 1 && scale.dim() <= 1;
     const bool per_row = (scale.dim() == 1 && scale.size(0) == N) || (scale.dim() == 2 && scale.size(0) == N &&
                                                                       scale.size(1) == 1);
-    KILN_CHECK(per_tensor || per_row, op, ": weight_scale shape ", scale.shape(), " must be [] or [1] (per tensor) or [",
-               N, "] / [", N, ", 1] (per output row)");
+    KILN_CHECK(per_tensor || per_row, op, ": weight_scale shape ", scale.shape(),
+               " must be [] or [1] (per tensor) or [", N, "] / [", N, ", 1] (per output row)");
     o.scale = scale.reshape({scale.numel()}).contiguous();
   } else {
     KILN_CHECK(!given(weight_scale), op, ": weight_scale is only for float8_e4m3fn "
