@@ -41,6 +41,36 @@ Tensor randint_ids(int64_t vocab, int64_t n, Generator& gen, Device d) {
   return mul(rand({n}, DType::Float32, d, &gen), static_cast<double>(vocab - 1)).to(DType::Int64);
 }
 
+// Times each op of `steps` eager decode steps after a prompt of `context` tokens
+// (StepProfile), per token, against the eager step's wall time.
+void profile_ops(Qwen3Model& model, int64_t context, int64_t steps, Generator& gen) {
+  const Device dev = model.device();
+  model.reset();
+  int64_t id = argmax(model.forward(randint_ids(model.config().vocab_size, context, gen, dev)).view({-1})).item<int64_t>();
+  const auto step = [&] {
+    id = argmax(model.forward(Tensor::from_vector(std::vector<int64_t>{id}, {1}, DType::Int64, kCPU)).view({-1}))
+             .item<int64_t>();
+  };
+  StepProfile profile(dev);
+  model.set_profile(&profile);
+  step();  // warm-up of the eager launches
+  profile.clear();
+  const double wall = wall_seconds([&] {
+    for (int64_t i = 0; i < steps; ++i) step();
+  });
+  model.set_profile(nullptr);
+  const std::vector<StepProfile::Row> rows = profile.rows();
+  double total = 0;
+  for (const auto& r : rows) total += r.ms;
+  const double n = static_cast<double>(steps);
+  std::printf("\nops of an eager decode step at context %lld (%lld steps, no CUDA graph):\n%-44s %10s %12s %7s\n",
+              static_cast<long long>(context), static_cast<long long>(steps), "op", "calls/tok", "us/token", "share");
+  for (const auto& r : rows)
+    std::printf("%-44s %10.0f %12.1f %6.1f%%\n", r.name.c_str(), r.calls / n, 1e3 * r.ms / n, 100.0 * r.ms / total);
+  std::printf("%-44s %10s %12.1f\n%-44s %10s %12.1f\n", "sum of the ops", "", 1e3 * total / n,
+              "eager step (wall, with argmax and its read)", "", 1e6 * wall / n);
+}
+
 }  // namespace
 
 int bench_decode(const BenchDecodeOptions& opts) {
@@ -111,6 +141,7 @@ int bench_decode(const BenchDecodeOptions& opts) {
     if (dev.is_cpu()) std::printf("  %9.1f", read.read_gbps);
     std::printf("\n");
   }
+  if (opts.profile) profile_ops(model, opts.contexts.front(), std::min<int64_t>(opts.decode_tokens, 16), gen);
   return 0;
 }
 

@@ -51,6 +51,7 @@ struct BenchDecodeOptions {
   std::string device, dtype;
   std::vector<int64_t> contexts{128, 2048};
   int64_t decode_tokens = 64;
+  bool profile = false;  // then time the ops of eager decode steps at the first context
 };
 int bench_decode(const BenchDecodeOptions& opts);
 

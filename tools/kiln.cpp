@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   d->add_option("--dtype", bd.dtype, "bf16, fp16, fp32, or fp8 (bf16 with fp8 linear and expert weights)");
   d->add_option("--contexts", bd.contexts, "prompt lengths to prefill before decoding")->delimiter(',');
   d->add_option("--tokens", bd.decode_tokens, "decode steps timed per context");
+  d->add_flag("--profile", bd.profile, "then time each op of eager decode steps (no CUDA graph) at the first context");
   CLI11_PARSE(app, argc, argv);
   try {
     if (app.got_subcommand("doctor")) return kiln::tools::doctor();

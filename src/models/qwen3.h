@@ -10,6 +10,7 @@
 #include "kiln/stream.h"
 #include "kiln/tensor.h"
 #include "models/config.h"
+#include "models/step_profile.h"
 #include "models/weights.h"
 
 namespace kiln {
@@ -31,6 +32,9 @@ class Qwen3Model {
   // device); off, every step launches its kernels one by one. On by default.
   void set_cuda_graphs(bool on);
   bool cuda_graphs() const { return use_graphs_; }
+  // Times every op of the following forwards into `profile` (null: none); CUDA
+  // graphs are off while one is set (see step_profile.h).
+  void set_profile(StepProfile* profile) { profile_ = profile; }
   int64_t length() const { return length_; }
   int64_t capacity() const { return capacity_; }
   const ModelConfig& config() const { return config_; }
@@ -53,6 +57,7 @@ class Qwen3Model {
   std::pair<Tensor, Tensor> moe_norm(const LayerWeights& l, const Tensor& h, const Tensor& residual,
                                      const Tensor& next_norm) const;
   bool graph_capable() const;
+  StepProfile::Scope timed(const char* op) const { return {profile_, op}; }
   Tensor decode_step(const Tensor& id);
 
   ModelConfig config_;
@@ -66,6 +71,7 @@ class Qwen3Model {
   Stream graph_stream_ = Stream::default_stream(kCPU);
   std::unique_ptr<CudaGraph> graph_;  // captured at the first graph-capable one-token step
   Tensor graph_logits_;               // the graph's output
+  StepProfile* profile_ = nullptr;
 };
 
 // Rotary tables as transformers computes them in float32: inv_freq[i] =

@@ -1,5 +1,5 @@
 // config.json parsing: the fields of real Qwen3 / Qwen3-MoE configs, and the errors;
-// generation_config.json's, and a model too large for the CPU.
+// generation_config.json's, a model too large for the CPU, and the op profile of a step.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -12,8 +12,11 @@
 
 #include "core/allocator.h"
 #include "kiln/error.h"
+#include "kiln/ops.h"
 #include "models/config.h"
 #include "models/generate.h"
+#include "models/qwen3.h"
+#include "models/step_profile.h"
 #include "models/weights.h"
 
 namespace {
@@ -222,6 +225,41 @@ TEST(ModelWeights, ConfigTooLargeForTheCpuIsAnError) {
   kiln::ModelConfig two = c;
   two.num_hidden_layers = 2;
   EXPECT_EQ(kiln::random_weights(two, kiln::WeightOptions{}, 0).layers.size(), 2u);
+}
+
+// A step's profile names every op of the forward as often as the config says it
+// runs (layers 0 and 2 MoE, layer 1 dense), and timing changes no result.
+TEST(StepProfile, TimesEveryOpOfAStep) {
+  const std::string path = write_temp(R"({"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 96,
+    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 50,
+    "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "decoder_sparse_step": 1,
+    "mlp_only_layers": [1], "norm_topk_prob": true, "torch_dtype": "float32"})");
+  const kiln::ModelConfig c = kiln::load_config(path);
+  std::remove(path.c_str());
+  kiln::Qwen3Model model(c, kiln::random_weights(c, kiln::WeightOptions{}, 0), 8);
+  const kiln::Tensor prompt = kiln::Tensor::from_vector(std::vector<int32_t>{3, 14, 15}, {3}, kiln::DType::Int32, kiln::kCPU);
+  const kiln::Tensor next = kiln::Tensor::from_vector(std::vector<int32_t>{9}, {1}, kiln::DType::Int32, kiln::kCPU);
+  model.forward(prompt);
+  const kiln::Tensor plain = model.forward(next);
+  model.reset();
+  model.forward(prompt);
+  kiln::StepProfile profile(kiln::kCPU);
+  model.set_profile(&profile);
+  const kiln::Tensor timed = model.forward(next);
+  model.set_profile(nullptr);
+  EXPECT_EQ(kiln::max(kiln::abs(kiln::sub(timed, plain))).item<float>(), 0.0f);
+  const std::vector<std::pair<std::string, int64_t>> expected = {
+      {"embedding + rms_norm", 1}, {"q|k|v projection", 3}, {"q/k norm + rotary + cache", 3}, {"attention", 3},
+      {"o projection", 3}, {"add + rms_norm", 6}, {"router", 2}, {"routing", 2},
+      {"experts (gate|up + silu, down + combine)", 2}, {"gate|up projection + silu_and_mul", 1},
+      {"down projection", 1}, {"lm_head", 1}};
+  const std::vector<kiln::StepProfile::Row> rows = profile.rows();
+  ASSERT_EQ(rows.size(), expected.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(rows[i].name, expected[i].first);
+    EXPECT_EQ(rows[i].calls, expected[i].second) << rows[i].name;
+    EXPECT_GE(rows[i].ms, 0.0) << rows[i].name;
+  }
 }
 
 }  // namespace
