@@ -46,7 +46,8 @@ Tensor randint_ids(int64_t vocab, int64_t n, Generator& gen, Device d) {
 void profile_ops(Qwen3Model& model, int64_t context, int64_t steps, Generator& gen) {
   const Device dev = model.device();
   model.reset();
-  int64_t id = argmax(model.forward(randint_ids(model.config().vocab_size, context, gen, dev)).view({-1})).item<int64_t>();
+  const Tensor prompt = randint_ids(model.config().vocab_size, context, gen, dev);
+  int64_t id = argmax(model.forward(prompt).view({-1})).item<int64_t>();
   const auto step = [&] {
     id = argmax(model.forward(Tensor::from_vector(std::vector<int64_t>{id}, {1}, DType::Int64, kCPU)).view({-1}))
              .item<int64_t>();

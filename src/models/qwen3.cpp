@@ -31,7 +31,6 @@
 #include "models/qwen3.h"
 
 #include <cmath>
-#include <optional>
 
 #include "core/check.h"
 #include "ops/common.h"
@@ -142,28 +141,23 @@ Tensor Qwen3Model::run(const Step& step, bool all_logits) {
   const double eps = config_.rms_norm_eps;
   const auto& layers = weights_.layers;
   Tensor residual, h;
-  {
-    const auto t = timed("embedding + rms_norm");
-    residual = index_select(weights_.embed, 0, step.ids);  // [T, hidden]
-    h = rms_norm(residual, layers[0].input_norm, eps);
-  }
+  std::tie(residual, h) = timed("embedding + rms_norm", [&] {
+    const Tensor x = index_select(weights_.embed, 0, step.ids);  // [T, hidden]
+    return std::pair(x, rms_norm(x, layers[0].input_norm, eps));
+  });
   for (size_t i = 0; i < layers.size(); ++i) {
     const Tensor a = attention(static_cast<int64_t>(i), h, step);
-    {
-      const auto t = timed("add + rms_norm");
-      std::tie(h, residual) = rms_norm_residual(a, residual, layers[i].post_attention_norm, eps);
-    }
+    std::tie(h, residual) =
+        timed("add + rms_norm", [&] { return rms_norm_residual(a, residual, layers[i].post_attention_norm, eps); });
     const Tensor& next_norm = i + 1 < layers.size() ? layers[i + 1].input_norm : weights_.final_norm;
     if (layers[i].is_moe) {
       std::tie(h, residual) = moe_norm(layers[i], h, residual, next_norm);
     } else {
       const Tensor y = dense_mlp(layers[i], h);
-      const auto t = timed("add + rms_norm");
-      std::tie(h, residual) = rms_norm_residual(y, residual, next_norm, eps);
+      std::tie(h, residual) = timed("add + rms_norm", [&] { return rms_norm_residual(y, residual, next_norm, eps); });
     }
   }
-  const auto t = timed("lm_head");
-  return weights_.lm_head(all_logits ? h : h.narrow(0, T - 1, 1));
+  return timed("lm_head", [&] { return weights_.lm_head(all_logits ? h : h.narrow(0, T - 1, 1)); });
 }
 
 Tensor Qwen3Model::attention(int64_t layer, const Tensor& h, const Step& step) {
@@ -173,66 +167,45 @@ Tensor Qwen3Model::attention(int64_t layer, const Tensor& h, const Step& step) {
   const Tensor& kc = k_cache_[layer];
   const Tensor& vc = v_cache_[layer];
   // q, and k and v written into the cache at their positions
-  Tensor qkv, q, o;
-  {
-    const auto t = timed("q|k|v projection");
-    qkv = w.qkv(h);
-  }
-  {
-    const auto t = timed("q/k norm + rotary + cache");
-    q = qkv_rotary_cache(qkv, hq, hkv, w.q_norm, w.k_norm, config_.rms_norm_eps, rope_cos_, rope_sin_,
-                         step.positions, kc, vc);
-  }
+  const Tensor qkv = timed("q|k|v projection", [&] { return w.qkv(h); });
+  const Tensor q = timed("q/k norm + rotary + cache", [&] {
+    return qkv_rotary_cache(qkv, hq, hkv, w.q_norm, w.k_norm, config_.rms_norm_eps, rope_cos_, rope_sin_,
+                            step.positions, kc, vc);
+  });
   const double scale = 1.0 / std::sqrt(static_cast<double>(D));
-  if (T == 1 && (dtype() != DType::Float32 || !device().is_cuda())) {  // the cache's length read on the device
-    {
-      const auto t = timed("attention");
-      o = attention_decode_cache(q.view({1, hq, D}), kc.unsqueeze(0), vc.unsqueeze(0), step.seq_len, scale)
-              .view({1, hq * D});
-    }
-  } else {
-    const auto t = timed("attention");
+  const Tensor o = timed("attention", [&] {
+    if (T == 1 && (dtype() != DType::Float32 || !device().is_cuda()))  // the cache's length read on the device
+      return attention_decode_cache(q.view({1, hq, D}), kc.unsqueeze(0), vc.unsqueeze(0), step.seq_len, scale)
+          .view({1, hq * D});
     const int64_t S = step.start + T;
     const Tensor keys = kc.narrow(1, 0, S).unsqueeze(0), values = vc.narrow(1, 0, S).unsqueeze(0);
     const Tensor q4 = q.transpose(0, 1).unsqueeze(0);  // [1, hq, T, D]
     // causal from the bottom right: query i (position start + i) sees keys up to start + i
-    o = scaled_dot_product_attention(q4, keys, values, std::nullopt, true, scale, true, CausalVariant::LowerRight)
-            .squeeze(0)
-            .transpose(0, 1)
-            .reshape({T, hq * D});
-  }
-  const auto t = timed("o projection");
-  return w.o(o);
+    return scaled_dot_product_attention(q4, keys, values, std::nullopt, true, scale, true, CausalVariant::LowerRight)
+        .squeeze(0)
+        .transpose(0, 1)
+        .reshape({T, hq * D});
+  });
+  return timed("o projection", [&] { return w.o(o); });
 }
 
 Tensor Qwen3Model::dense_mlp(const LayerWeights& l, const Tensor& h) const {
-  Tensor a;
-  {
-    const auto t = timed("gate|up projection + silu_and_mul");
-    a = l.mlp.gate_up.silu_and_mul_of(h);
-  }
-  const auto t = timed("down projection");
-  return l.mlp.down(a);
+  const Tensor a = timed("gate|up projection + silu_and_mul", [&] { return l.mlp.gate_up.silu_and_mul_of(h); });
+  return timed("down projection", [&] { return l.mlp.down(a); });
 }
 
 std::pair<Tensor, Tensor> Qwen3Model::moe_norm(const LayerWeights& l, const Tensor& h, const Tensor& residual,
                                                const Tensor& next_norm) const {
-  Tensor logits, combined;
-  {
-    const auto t = timed("router");
-    logits = l.moe.router(h);
-  }
-  std::optional<MoeRouting> r;
-  {
-    const auto t = timed("routing");
-    r = moe_route(logits, config_.num_experts_per_tok, RouterScoring::Softmax, std::nullopt, config_.norm_topk_prob);
-  }
-  {
-    const auto t = timed("experts (gate|up + silu, down + combine)");
-    combined = moe_experts_combine(h, l.moe.gate_up, l.moe.down, *r, l.moe.gate_up_scale, l.moe.down_scale);
-  }
-  const auto t = timed("add + rms_norm");
-  return rms_norm_residual(combined, residual, next_norm, config_.rms_norm_eps);
+  const Tensor logits = timed("router", [&] { return l.moe.router(h); });
+  const MoeRouting r = timed("routing", [&] {
+    return moe_route(logits, config_.num_experts_per_tok, RouterScoring::Softmax, std::nullopt,
+                     config_.norm_topk_prob);
+  });
+  const Tensor combined = timed("experts (gate|up + silu, down + combine)", [&] {
+    return moe_experts_combine(h, l.moe.gate_up, l.moe.down, r, l.moe.gate_up_scale, l.moe.down_scale);
+  });
+  return timed("add + rms_norm",
+               [&] { return rms_norm_residual(combined, residual, next_norm, config_.rms_norm_eps); });
 }
 
 }  // namespace kiln

@@ -57,7 +57,12 @@ class Qwen3Model {
   std::pair<Tensor, Tensor> moe_norm(const LayerWeights& l, const Tensor& h, const Tensor& residual,
                                      const Tensor& next_norm) const;
   bool graph_capable() const;
-  StepProfile::Scope timed(const char* op) const { return {profile_, op}; }
+  // f(), timed as `op` when a profile is set
+  template <class F>
+  auto timed(const char* op, F&& f) const {
+    const StepProfile::Scope scope(profile_, op);
+    return f();
+  }
   Tensor decode_step(const Tensor& id);
 
   ModelConfig config_;

@@ -237,7 +237,8 @@ TEST(StepProfile, TimesEveryOpOfAStep) {
   const kiln::ModelConfig c = kiln::load_config(path);
   std::remove(path.c_str());
   kiln::Qwen3Model model(c, kiln::random_weights(c, kiln::WeightOptions{}, 0), 8);
-  const kiln::Tensor prompt = kiln::Tensor::from_vector(std::vector<int32_t>{3, 14, 15}, {3}, kiln::DType::Int32, kiln::kCPU);
+  const kiln::Tensor prompt =
+      kiln::Tensor::from_vector(std::vector<int32_t>{3, 14, 15}, {3}, kiln::DType::Int32, kiln::kCPU);
   const kiln::Tensor next = kiln::Tensor::from_vector(std::vector<int32_t>{9}, {1}, kiln::DType::Int32, kiln::kCPU);
   model.forward(prompt);
   const kiln::Tensor plain = model.forward(next);
