@@ -41,17 +41,21 @@ Tensor randint_ids(int64_t vocab, int64_t n, Generator& gen, Device d) {
   return mul(rand({n}, DType::Float32, d, &gen), static_cast<double>(vocab - 1)).to(DType::Int64);
 }
 
+// The greedy next token after `ids` (the prompt, or the last token), read back to the host
+// as generate reads it.
+int64_t greedy_next(Qwen3Model& model, const Tensor& ids) {
+  return argmax(model.forward(ids).view({-1})).item<int64_t>();
+}
+
+Tensor one_id(int64_t id) { return Tensor::from_vector(std::vector<int64_t>{id}, {1}, DType::Int64, kCPU); }
+
 // Times each op of `steps` eager decode steps after a prompt of `context` tokens
 // (StepProfile), per token, against the eager step's wall time.
 void profile_ops(Qwen3Model& model, int64_t context, int64_t steps, Generator& gen) {
   const Device dev = model.device();
   model.reset();
-  const Tensor prompt = randint_ids(model.config().vocab_size, context, gen, dev);
-  int64_t id = argmax(model.forward(prompt).view({-1})).item<int64_t>();
-  const auto step = [&] {
-    id = argmax(model.forward(Tensor::from_vector(std::vector<int64_t>{id}, {1}, DType::Int64, kCPU)).view({-1}))
-             .item<int64_t>();
-  };
+  int64_t id = greedy_next(model, randint_ids(model.config().vocab_size, context, gen, dev));
+  const auto step = [&] { id = greedy_next(model, one_id(id)); };
   StepProfile profile(dev);
   model.set_profile(&profile);
   step();  // warm-up of the eager launches
@@ -110,17 +114,13 @@ int bench_decode(const BenchDecodeOptions& opts) {
     sync(dev);
     model.reset();
     const auto t0 = std::chrono::steady_clock::now();
-    Tensor logits = model.forward(prompt);
-    int64_t id = argmax(logits.view({-1})).item<int64_t>();
+    int64_t id = greedy_next(model, prompt);
     const double prefill = seconds_since(t0);
     int64_t tokens = opts.decode_tokens;
     double decode_seconds = 0;
     const auto decode_some = [&](int64_t n) {
       const double s = wall_seconds([&] {
-        for (int64_t i = 0; i < n; ++i) {
-          logits = model.forward(Tensor::from_vector(std::vector<int64_t>{id}, {1}, DType::Int64, kCPU));
-          id = argmax(logits.view({-1})).item<int64_t>();
-        }
+        for (int64_t i = 0; i < n; ++i) id = greedy_next(model, one_id(id));
       });
       decode_seconds += s;
       return s;

@@ -1,7 +1,5 @@
 #include "models/step_profile.h"
 
-#include <cstring>
-
 namespace kiln {
 
 StepProfile::Scope::Scope(StepProfile* profile, const char* name) : profile_(profile) {
