@@ -119,15 +119,10 @@ __device__ __forceinline__ void mask_step(float (&s)[MT][NK][4], const PrefillPa
   const int keys_left = static_cast<int>(min64(p.S - first_key, kKeys));  // key offsets below it exist
   // key offset - row offset above it is past the diagonal (never, without causal)
   const int diagonal = p.causal ? static_cast<int>(first_row + p.causal_offset - first_key) : kKeys + 16 * MT;
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int n = 0; n < NK; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int key = n * 8 + (i & 1), row = m * 16 + (i >= 2 ? 8 : 0);
-        if (key >= keys_left || key - row > diagonal) s[m][n][i] = -INFINITY;
-      }
+  for_each_tile_element<MT, NK>([&](int m, int n, int i) {
+    const int key = n * 8 + (i & 1), row = m * 16 + (i >= 2 ? 8 : 0);
+    if (key >= keys_left || key - row > diagonal) s[m][n][i] = -INFINITY;
+  });
 }
 
 // Elements per shared-memory row of a D-wide head: an odd number of 16-byte chunks.

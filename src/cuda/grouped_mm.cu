@@ -109,16 +109,11 @@ __device__ bool find_group_chunk(const int32_t* __restrict__ offs, int G, int64_
 template <class O, int MT, int NT>
 __device__ __forceinline__ void store_tile(const float (&c)[MT][NT][4], const GroupChunk& gc, int64_t col0, int64_t N,
                                            O* __restrict__ out, int64_t ldo, ColumnScale scale) {
-#pragma unroll
-  for (int m = 0; m < MT; ++m)
-#pragma unroll
-    for (int n = 0; n < NT; ++n)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int row = tile_row(m, i);
-        const int64_t col = col0 + tile_col(n, i);
-        if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i] * scale(gc.g, col));
-      }
+  for_each_tile_element<MT, NT>([&](int m, int n, int i) {
+    const int row = tile_row(m, i);
+    const int64_t col = col0 + tile_col(n, i);
+    if (row < gc.rows && col < N) out[(gc.row0 + row) * ldo + col] = O(c[m][n][i] * scale(gc.g, col));
+  });
 }
 
 // Rows past the last group are zero: done by the blocks of slot 0, each for its columns.

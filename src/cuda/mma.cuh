@@ -171,6 +171,18 @@ __device__ __forceinline__ void warp_mma_rows(const MmaOperands<T>& op, int64_t 
   }
 }
 
+// Calls f(m, n, i) for each accumulator c[m][n][i] of a warp's MT x NT mma tiles,
+// fully unrolled (so that f's offsets are immediates).
+template <int MT, int NT, class F>
+__device__ __forceinline__ void for_each_tile_element(F&& f) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m)
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) f(m, n, i);
+}
+
 // Sums the tiles of a block's WARPS warps (each took a share of k) into warp 0's
 // registers. `scratch` holds WARPS * MT * NT * 4 * 32 floats.
 template <int WARPS, int MT, int NT>
@@ -179,22 +191,14 @@ __device__ __forceinline__ void reduce_warp_tiles(float (&c)[MT][NT][4], float* 
     constexpr int kPer = MT * NT * 4;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     if (warp > 0) {
-#pragma unroll
-      for (int m = 0; m < MT; ++m)
-#pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-          for (int i = 0; i < 4; ++i) scratch[((warp * kPer) + (m * NT + n) * 4 + i) * 32 + lane] = c[m][n][i];
+      for_each_tile_element<MT, NT>(
+          [&](int m, int n, int i) { scratch[((warp * kPer) + (m * NT + n) * 4 + i) * 32 + lane] = c[m][n][i]; });
     }
     __syncthreads();
     if (warp == 0) {
       for (int w = 1; w < WARPS; ++w)
-#pragma unroll
-        for (int m = 0; m < MT; ++m)
-#pragma unroll
-          for (int n = 0; n < NT; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i) c[m][n][i] += scratch[((w * kPer) + (m * NT + n) * 4 + i) * 32 + lane];
+        for_each_tile_element<MT, NT>(
+            [&](int m, int n, int i) { c[m][n][i] += scratch[((w * kPer) + (m * NT + n) * 4 + i) * 32 + lane]; });
     }
   }
 }

@@ -38,18 +38,15 @@ __global__ void __launch_bounds__(WARPS * 32)
   warp_mma_rows<Float8_e4m3fn, 1, NT, U>(op, warp, WARPS, c);
   reduce_warp_tiles<WARPS, 1, NT>(c, scratch);
   if (warp != 0) return;
-#pragma unroll
-  for (int j = 0; j < NT; ++j)
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const int r = tile_row(0, i);
-      const int64_t n = n0 + tile_col(j, i);
-      if (r < M && n < N) {
-        float v = c[0][j][i] * sa[sa_rows ? r : 0] * sb[sb_cols ? n : 0];
-        if (bias) v += static_cast<float>(bias[n]);
-        out[r * ldo + n] = O(v);
-      }
+  for_each_tile_element<1, NT>([&](int, int j, int i) {
+    const int r = tile_row(0, i);
+    const int64_t n = n0 + tile_col(j, i);
+    if (r < M && n < N) {
+      float v = c[0][j][i] * sa[sa_rows ? r : 0] * sb[sb_cols ? n : 0];
+      if (bias) v += static_cast<float>(bias[n]);
+      out[r * ldo + n] = O(v);
     }
+  });
 }
 
 template <class O, int NT, int WARPS, int U>
