@@ -8,9 +8,16 @@
 // 32 columns, so that a's chunks are read once for 8 or 4 column tiles, with a cluster of 2 or 4
 // blocks splitting K and summing into the first one's shared memory (branch exp/smm-wide):
 // 7.8 us at best (32 columns, 8 warps, 2 blocks, 4 steps in flight), 9.9 and 14.0 with 64.
+// The kernel is launched chained (cuda/chained_launch.cuh), so that its blocks are resident
+// when the kernel before it ends: H100, in one run, 16 x 4096 x 4096 rowwise 6.3 -> 5.9 us,
+// 1 x 4096 x 4096 5.4 -> 5.2, 8 x 4096 x 14336 25.3 -> 24.7 (graph-timed, kiln bench). No
+// faster there, chained as well (branch exp/combo, KILN_SMM_V): b's first 4 steps loaded
+// before the wait (16 x 4096^2 6.8 us), 32 columns and 16 warps a block with 2 or 4 steps
+// in flight (8.0, 8.4), 16 columns and 16 warps (not run).
 #include "core/backend.h"
 #include "core/dispatch.h"
 #include "core/vector_rows.h"
+#include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
 #include "cuda/mma.cuh"
 #include "cuda/scaled_mm_lt.h"
@@ -35,6 +42,8 @@ __global__ void __launch_bounds__(WARPS * 32)
   const MmaOperands<Float8_e4m3fn> op{a, lda, M, bt + n0 * ldb, ldb, static_cast<int>(min64(8 * NT, N - n0)),
                                       K / 16};
   float c[1][NT][4] = {};
+  chain_wait();  // a and the scales may come from the kernel before
+  chain_release();
   warp_mma_rows<Float8_e4m3fn, 1, NT, U>(op, warp, WARPS, c);
   reduce_warp_tiles<WARPS, 1, NT>(c, scratch);
   if (warp != 0) return;
@@ -56,10 +65,9 @@ void launch_rows(const ScaledMmArgs& s) {
   const unsigned blocks = static_cast<unsigned>((N + 8 * NT - 1) / (8 * NT));
   const O* bias = s.bias.defined() ? s.bias.data<O>() : nullptr;
   const bool sa_rows = s.scale_a.numel() > 1, sb_cols = s.scale_b.numel() > 1;
-  scaled_mm_rows_kernel<O, NT, WARPS, U><<<blocks, WARPS * 32, 0, current_stream()>>>(
-      M, N, K, s.a.data<Float8_e4m3fn>(), s.a.stride(0), s.bt.data<Float8_e4m3fn>(), s.bt.stride(0),
-      s.scale_a.data<float>(), sa_rows, s.scale_b.data<float>(), sb_cols, bias, s.out.data<O>(), s.out.stride(0));
-  KILN_CUDA_CHECK_LAUNCH();
+  launch_chained(scaled_mm_rows_kernel<O, NT, WARPS, U>, blocks, WARPS * 32, 0, M, N, K, s.a.data<Float8_e4m3fn>(),
+                 s.a.stride(0), s.bt.data<Float8_e4m3fn>(), s.bt.stride(0), s.scale_a.data<float>(), sa_rows,
+                 s.scale_b.data<float>(), sb_cols, bias, s.out.data<O>(), s.out.stride(0));
 }
 
 // Rowwise scales with up to 16 rows, and a single row with tensorwise scales:
