@@ -307,8 +307,9 @@ void grouped_rows(const GroupedMmArgs& s) {
   dispatch_grouped_half(s, [&](auto t, auto w, auto o) {
     using T = typename decltype(t)::type;
     using O = typename decltype(o)::type;
-    KILN_CHECK((std::is_same_v<typename decltype(w)::type, T>), "grouped_rows: fp8 weights go through grouped_gemv or a widened copy");
-    if constexpr (std::is_same_v<typename decltype(w)::type, T>) {
+    constexpr bool plain_weights = std::is_same_v<typename decltype(w)::type, T>;
+    KILN_CHECK(plain_weights, "grouped_rows: fp8 weights go through grouped_gemv or a widened copy");
+    if constexpr (plain_weights) {
       if (s.a.size(1) * static_cast<int64_t>(sizeof(T)) >= 8 * 4 * 64 * 4) launch_grouped_rows<T, O, 1, 1, 8, 4>(s);
       else launch_grouped_rows<T, O, 1, 1, 4, 4>(s);
     }
