@@ -11,7 +11,11 @@ multiset of code bodies, so a kernel that moved files still matches.
        --generate-code=arch=compute_90a,code=[sm_90a] -x cu -cubin src/cuda/X.cu -o /tmp/X.before.cubin
   scripts/same-kernels.py /tmp/X.before.cubin -- /tmp/X.after.cubin /tmp/Y.after.cubin
 
-Exit status 0 when every body matches, 1 otherwise (with the counts that differ).
+Each body is also paired with its kernel's static shared memory (its .nv.shared
+section). That can change with no change of code: in December 2026 every kernel of
+grouped_mm.cu had a 1 KB section while the file held the TMA kernels, and the ones
+moved to files without them have none. Exit status 0 when bodies and shared sizes
+both match, 1 otherwise (with the counts that differ).
 """
 import collections
 import hashlib
@@ -19,7 +23,8 @@ import struct
 import sys
 
 
-def text_sections(path):
+def kernels(path):
+    """(hash of the kernel's code, its static shared bytes) for each kernel of a cubin."""
     data = open(path, "rb").read()
     if data[:4] != b"\x7fELF" or data[4] != 2:
         sys.exit(f"{path}: not a 64-bit ELF cubin")
@@ -27,27 +32,33 @@ def text_sections(path):
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     headers = [struct.unpack_from("<IIQQQQ", data, shoff + i * shentsize) for i in range(shnum)]
     names_at = headers[shstrndx][4]
+    sections = {}
     for name, _type, _flags, _addr, offset, size in headers:
-        label = data[names_at + name:data.index(b"\0", names_at + name)].decode()
+        sections[data[names_at + name:data.index(b"\0", names_at + name)].decode()] = (offset, size)
+    for label, (offset, size) in sections.items():
         if label.startswith(".text."):
-            yield hashlib.sha1(data[offset:offset + size]).hexdigest()
+            shared = sections.get(".nv.shared." + label[len(".text."):], (0, 0))[1]
+            yield hashlib.sha1(data[offset:offset + size]).hexdigest(), shared
 
 
-def bodies(paths):
-    counts = collections.Counter()
+def tally(paths):
+    code, with_shared = collections.Counter(), collections.Counter()
     for p in paths:
-        counts.update(text_sections(p))
-    return counts
+        for body, shared in kernels(p):
+            code[body] += 1
+            with_shared[body, shared] += 1
+    return code, with_shared
 
 
 def main(argv):
     if "--" not in argv:
         sys.exit(__doc__)
     cut = argv.index("--")
-    before, after = bodies(argv[:cut]), bodies(argv[cut + 1:])
-    print(f"kernels before {sum(before.values())}, after {sum(after.values())}; "
-          f"bodies only before {sum((before - after).values())}, only after {sum((after - before).values())}")
-    return 0 if before == after else 1
+    (code_b, full_b), (code_a, full_a) = tally(argv[:cut]), tally(argv[cut + 1:])
+    print(f"kernels before {sum(code_b.values())}, after {sum(code_a.values())}; "
+          f"bodies only before {sum((code_b - code_a).values())}, only after {sum((code_a - code_b).values())}; "
+          f"same body, other static shared memory: {sum((full_b - full_a).values()) - sum((code_b - code_a).values())}")
+    return 0 if full_b == full_a else 1
 
 
 if __name__ == "__main__":
