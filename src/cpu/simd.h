@@ -1,5 +1,5 @@
 // Highway kernels for contiguous float32 runs, compiled for every SIMD target
-// and picked at run time (src/cpu/simd.cpp).
+// and picked at run time (src/cpu/simd.cpp, simd_dot.cpp, simd_cast.cpp).
 #pragma once
 
 #include <cstddef>

@@ -304,7 +304,7 @@ __global__ void combine_kernel(T* __restrict__ out, const T* __restrict__ y, con
   if (i >= tokens * N) return;
   const int64_t t = i / N, n = i % N;
   float acc = 0.0f;
-  // one rounding a term (fmaf), as the combine fused into the down projection (grouped_mm.cu)
+  // one rounding a term (fmaf), as the combine fused into the down projection (grouped_mm_gemv.cu)
   for (int j = 0; j < k; ++j) acc = fmaf(w[t * k + j], static_cast<float>(y[static_cast<int64_t>(pos[t * k + j]) * N + n]), acc);
   out[i] = T(acc);
 }

@@ -8,7 +8,7 @@
 // on the H100, 30B-A3B config, in one run against the combine fused into the next
 // add and norm instead, fp8 379-381 -> 405-407 tok/s at 128 context, 374-376 ->
 // 401-403 at 2048; bf16 275-279 either way, then 287-289 and 293-297 with the two
-// kernels' register bounds, grouped_mm.cu). On CUDA a one-token step is a CUDA graph.
+// kernels' register bounds, grouped_mm_gemv.cu). On CUDA a one-token step is a CUDA graph.
 // Tried for the one-token step and slower (H100, Qwen3-30B-A3B config, 128 context):
 // fetching the next projection's weights into L2 (cp.async.bulk.prefetch.L2) from a
 // small chained kernel ahead of rotary and attention, and the next layer's q|k|v ahead

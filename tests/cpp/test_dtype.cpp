@@ -187,7 +187,7 @@ TEST(DType, TensorCastsSaturateOption) {
   EXPECT_EQ(nosat, (std::vector<int>{0x7f, 0xff, 0x7f, 0x38}));
 }
 
-// Contiguous casts run through Highway (cpu/simd.cpp); element for element they must give
+// Contiguous casts run through Highway (cpu/simd_cast.cpp); element for element they must give
 // the scalar rules' bits (checked above against the exact reference), whole vectors and tails.
 TEST(DType, VectorisedCastsMatchScalarRules) {
   std::vector<float> xs = probe_values(4, 3, false);
