@@ -31,6 +31,17 @@ inline void prefetch_ahead(const char* row, int64_t bytes, const char* end, int6
   }
 }
 
+// The first element at or past `buffer` (32 spare elements) that lies `phase` bytes
+// past the 64-byte phase of `weights`; `buffer` itself for a phase of 64 or more
+// (no choice) or where none fits (odd addresses).
+inline uint16_t* placed_input(uint16_t* buffer, const void* weights, size_t phase) {
+  if (phase >= 64) return buffer;
+  const uintptr_t want = (reinterpret_cast<uintptr_t>(weights) + phase) % 64;
+  for (int i = 0; i < 32; ++i)
+    if (reinterpret_cast<uintptr_t>(buffer + i) % 64 == want) return buffer + i;
+  return buffer;
+}
+
 template <class X, class W>
 void linear_typed(const LinearArgs& a) {
   const int64_t R = a.x.size(0), K = a.x.size(1), N = a.weight.size(0);
@@ -38,7 +49,9 @@ void linear_typed(const LinearArgs& a) {
   // AVX512-BF16 where the CPU has it, the inputs copied once (fp8: reordered)
   constexpr bool bf16_inputs = std::is_same_v<X, BFloat16> && !std::is_same_v<W, float>;
   const bool use_bf16_dot = bf16_inputs && bf16_dot::available();
-  std::vector<uint16_t> xb(use_bf16_dot ? static_cast<size_t>(R * K) : 0);
+  std::vector<uint16_t> xb_store(use_bf16_dot ? static_cast<size_t>(R * K) + 32 : 0);
+  const size_t phase = decode_input_phase();  // read (and checked) on every CPU, used with the bf16 dots
+  uint16_t* const xb = use_bf16_dot ? placed_input(xb_store.data(), a.weight.data_ptr(), phase) : nullptr;
   // otherwise inputs as float32 rows, once
   std::vector<float> xf(use_bf16_dot ? 0 : static_cast<size_t>(R * K));
   for (int64_t r = 0; r < R; ++r) {
@@ -47,8 +60,8 @@ void linear_typed(const LinearArgs& a) {
       widen(xr, xf.data() + r * K, K);
     } else if constexpr (bf16_inputs) {
       const auto* bits = reinterpret_cast<const uint16_t*>(xr);
-      if constexpr (std::is_same_v<W, Float8_e4m3fn>) bf16_dot::to_e4m3_order(bits, xb.data() + r * K, K);
-      else std::copy(bits, bits + K, xb.data() + r * K);
+      if constexpr (std::is_same_v<W, Float8_e4m3fn>) bf16_dot::to_e4m3_order(bits, xb + r * K, K);
+      else std::copy(bits, bits + K, xb + r * K);
     }
   }
   const W* w = a.weight.data<W>();
@@ -68,10 +81,10 @@ void linear_typed(const LinearArgs& a) {
         prefetch_ahead(reinterpret_cast<const char*>(w + n * ws), K * static_cast<int64_t>(sizeof(W)), w_end, distance);
       if (use_bf16_dot) {
         if constexpr (std::is_same_v<W, Float8_e4m3fn>)
-          bf16_dot::dot_rows_e4m3(reinterpret_cast<const uint8_t*>(w + n * ws), xb.data(), static_cast<size_t>(K),
+          bf16_dot::dot_rows_e4m3(reinterpret_cast<const uint8_t*>(w + n * ws), xb, static_cast<size_t>(K),
                                   static_cast<int>(R), static_cast<size_t>(K), acc, line_ahead);
         else
-          bf16_dot::dot_rows_bf16(reinterpret_cast<const uint16_t*>(w + n * ws), xb.data(), static_cast<size_t>(K),
+          bf16_dot::dot_rows_bf16(reinterpret_cast<const uint16_t*>(w + n * ws), xb, static_cast<size_t>(K),
                                   static_cast<int>(R), static_cast<size_t>(K), acc, line_ahead);
       } else if constexpr (std::is_same_v<W, BFloat16>) {
         simd::dot_rows_bf16(reinterpret_cast<const uint16_t*>(w + n * ws), xf.data(), static_cast<size_t>(K),

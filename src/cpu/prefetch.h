@@ -1,5 +1,5 @@
-// Software prefetch choices of the CPU decode kernels that stream memory once
-// (decode linears, attention over a KV cache), by CPU vendor and family.
+// Software prefetch and placement choices of the CPU decode kernels that stream
+// memory once (decode linears, attention over a KV cache), by CPU vendor and family.
 #pragma once
 
 #include <cerrno>
@@ -14,6 +14,20 @@
 #include "core/check.h"
 
 namespace kiln::cpu {
+
+// A count of bytes from the environment variable `name`, or `fallback` when it is
+// unset; anything but plain decimal digits is an error (strtoull alone would read
+// "-1" as 2^64 - 1 and "4k" as 4).
+inline size_t bytes_from_env(const char* name, size_t fallback) {
+  const char* e = std::getenv(name);
+  if (e == nullptr) return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long bytes = std::strtoull(e, &end, 10);
+  KILN_CHECK(*e >= '0' && *e <= '9' && *end == '\0' && errno == 0, name, " must be a count of bytes (decimal digits), got '",
+             e, "'");
+  return static_cast<size_t>(bytes);
+}
 
 inline bool cpu_is_amd() {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -81,21 +95,30 @@ inline int64_t row_prefetch_distance() { return cpu_is_amd() ? 0 : 8192; }
 // GB/s (4096-wide rows: 0.85 against 0.97); fp8 rows of 2048 codes from DRAM on both
 // cores, 33.5-35.2 GB/s of codes without against 27-29 with 1, 2, 4 or 8 KB ahead
 // (non-temporal or T0; T1 26.5-33.3). So earlier AMD families get none.
-// KILN_CPU_PREFETCH_AHEAD=bytes overrides the choice (0: none); anything but a plain
-// decimal count is an error (strtoull alone would read "-1" as 2^64 - 1 and "4k" as 4).
+// KILN_CPU_PREFETCH_AHEAD=bytes overrides the choice (0: none).
 inline size_t line_prefetch_ahead() {
-  static const size_t ahead = [] {
-    if (const char* e = std::getenv("KILN_CPU_PREFETCH_AHEAD")) {
-      char* end = nullptr;
-      errno = 0;
-      const unsigned long long bytes = std::strtoull(e, &end, 10);
-      KILN_CHECK(*e >= '0' && *e <= '9' && *end == '\0' && errno == 0,
-                 "KILN_CPU_PREFETCH_AHEAD must be a count of bytes (decimal digits), got '", e, "'");
-      return static_cast<size_t>(bytes);
-    }
-    return cpu_is_amd() && cpu_family() >= 0x1a ? size_t{4096} : size_t{0};
-  }();
+  static const size_t ahead =
+      bytes_from_env("KILN_CPU_PREFETCH_AHEAD", cpu_is_amd() && cpu_family() >= 0x1a ? size_t{4096} : size_t{0});
   return ahead;
+}
+
+// Where the decode dot products' copy of the input row starts, in bytes past the
+// weights' 64-byte phase (the input is re-read from L1 beside every weight row).
+// On a 2-core Zen 4 VM (family 0x19), the input 32-byte aligned against the weights
+// (0 or 32 past their phase) made the AVX512-BF16 dots slower than 16 or 48 past it
+// (as though the two loads of a step met in L1's banks), one thread, 1 x 4096 ->
+// 81920 from DRAM: bf16 18.5-21.3 GB/s at 0, 32, 1024 or 2048 bytes past against
+// 22.8-25.1 at 16, 48 or 2064, beside a sum's 28.5-30.5; fp8 weights 18.1-20.4 at 0
+// against 25.2-25.5 at 16. Both cores, against the read ceiling (`kiln bench`), with
+// the input where the allocator put it against 16 past: bf16 69 -> 86% and 85 -> 99%,
+// fp8 65 -> 89% and 89 -> 100% (the VM's read at 56 and 34 GB/s). A Qwen3-0.6B decode
+// step (rows of 1024) is within the noise either way: bf16 87-90% of the read with and
+// without (3 alternations). Elsewhere unmeasured: left where the allocator puts it.
+// KILN_CPU_INPUT_PHASE=bytes overrides the choice (anything at or past 64: unplaced).
+inline size_t decode_input_phase() {
+  static const size_t phase =
+      bytes_from_env("KILN_CPU_INPUT_PHASE", cpu_is_amd() && cpu_family() == 0x19 ? size_t{16} : size_t{64});
+  return phase;
 }
 
 }  // namespace kiln::cpu

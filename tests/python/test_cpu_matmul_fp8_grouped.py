@@ -173,6 +173,38 @@ class PrefetchOverride(unittest.TestCase):
                 self.assertIn("KILN_CPU_PREFETCH_AHEAD must be a count of bytes", out)
 
 
+class InputPhase(unittest.TestCase):
+    """KILN_CPU_INPUT_PHASE places the decode dots' copy of the input (cpu/prefetch.h): where it
+    lies may change the speed, never a value."""
+
+    CODE = ("import hashlib, numpy as np, kiln, kiln.nn.functional as KF\n"
+            "rng = np.random.default_rng(7)\n"
+            "out = []\n"
+            "for n, k, rows in [(200, 1024, 1), (75, 320, 3), (33, 130, 8)]:\n"
+            "    w = kiln.tensor(rng.standard_normal((n, k)).astype(np.float32)).to(kiln.bfloat16)\n"
+            "    x = kiln.tensor(rng.standard_normal((rows, k)).astype(np.float32)).to(kiln.bfloat16)\n"
+            "    out.append(np.from_dlpack(KF.linear(x, w).to(kiln.float32)).tobytes())\n"
+            "    w8 = kiln.tensor(rng.standard_normal((n, k)).astype(np.float32)).to(kiln.float8_e4m3fn)\n"
+            "    s = kiln.tensor(rng.random(n).astype(np.float32))\n"
+            "    out.append(np.from_dlpack(KF.linear(x, w8, weight_scale=s).to(kiln.float32)).tobytes())\n"
+            "print(hashlib.sha1(b''.join(out)).hexdigest())\n")
+
+    def run_with(self, value):
+        env = dict(os.environ, KILN_CPU_INPUT_PHASE=value)
+        return subprocess.run([sys.executable, "-c", self.CODE], env=env, capture_output=True, text=True)
+
+    def test_every_phase_gives_the_same_bits(self):
+        digests = {v: self.run_with(v) for v in ("0", "16", "32", "48", "64")}
+        for v, r in digests.items():
+            self.assertEqual(r.returncode, 0, msg=f"phase {v}: {r.stderr[-500:]}")
+        self.assertEqual(len({r.stdout for r in digests.values()}), 1, msg={v: r.stdout for v, r in digests.items()})
+
+    def test_a_bad_phase_raises_naming_it(self):
+        r = self.run_with("16b")
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("KILN_CPU_INPUT_PHASE must be a count of bytes", r.stderr)
+
+
 class GroupedMm(unittest.TestCase):
     def test_2d_3d_with_empty_groups(self):
         counts = [3, 0, 5, 0, 1, 0]
