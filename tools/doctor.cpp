@@ -26,6 +26,12 @@ int doctor() {
               cpu::openblas_corename().c_str());
   std::printf("cpu: x86 family 0x%x; decode kernels prefetch %zu bytes ahead (KILN_CPU_PREFETCH_AHEAD)\n",
               cpu::cpu_family(), cpu::line_prefetch_ahead());
+  const size_t phase = cpu::decode_input_phase();
+  if (phase < 64)
+    std::printf("cpu: decode linears place their input %zu bytes past the weights' 64-byte phase (KILN_CPU_INPUT_PHASE)\n",
+                phase);
+  else
+    std::printf("cpu: decode linears leave their input where the allocator puts it (KILN_CPU_INPUT_PHASE)\n");
   std::string thp = "unknown";  // the bracketed choice of "always [madvise] never"
   if (std::ifstream f("/sys/kernel/mm/transparent_hugepage/enabled"); f) {
     const std::string line((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
