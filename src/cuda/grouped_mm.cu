@@ -139,12 +139,9 @@ void grouped_mm_typed(const GroupedMmArgs& s) {
 
 void grouped_mm(const GroupedMmArgs& args) {
   detail::dispatch_float(args.a.dtype(), "grouped_mm", [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    const bool wide = args.out.dtype() == DType::Float32, fp8 = args.b.dtype() == DType::Float8_e4m3fn;
-    if (fp8 && wide) grouped_mm_typed<T, Float8_e4m3fn, float>(args);
-    else if (fp8) grouped_mm_typed<T, Float8_e4m3fn, T>(args);
-    else if (wide) grouped_mm_typed<T, T, float>(args);
-    else grouped_mm_typed<T, T, T>(args);
+    with_weights_and_output(args, tag, [&](auto t, auto w, auto o) {
+      grouped_mm_typed<typename decltype(t)::type, typename decltype(w)::type, typename decltype(o)::type>(args);
+    });
   });
 }
 

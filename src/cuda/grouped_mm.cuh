@@ -116,22 +116,24 @@ __device__ void zero_tail_rows(const int32_t* offs, int G, int64_t rows, int64_t
   }
 }
 
-// Calls f(T, W, O) with the type tags of s: T the input's (Half or BFloat16), W the
-// weights' (T or Float8_e4m3fn), O the output's (T or float): the kernels' cases.
+// Calls f(t, W, O) for the input's type tag t with the type tags of s's weights (T
+// or Float8_e4m3fn) and output (T or float).
+template <class Tag, class F>
+void with_weights_and_output(const GroupedMmArgs& s, Tag t, F&& f) {
+  const bool fp8 = s.b.dtype() == DType::Float8_e4m3fn, wide = s.out.dtype() == DType::Float32;
+  if (fp8 && wide) f(t, detail::TypeTag<Float8_e4m3fn>{}, detail::TypeTag<float>{});
+  else if (fp8) f(t, detail::TypeTag<Float8_e4m3fn>{}, t);
+  else if (wide) f(t, t, detail::TypeTag<float>{});
+  else f(t, t, t);
+}
+
+// The same for the tensor-core kernels' inputs, Half or BFloat16.
 template <class F>
 void dispatch_grouped_half(const GroupedMmArgs& s, F&& f) {
-  const auto with_input = [&](auto t) {
-    using T = typename decltype(t)::type;
-    const bool fp8 = s.b.dtype() == DType::Float8_e4m3fn, wide = s.out.dtype() == DType::Float32;
-    if (fp8 && wide) f(t, detail::TypeTag<Float8_e4m3fn>{}, detail::TypeTag<float>{});
-    else if (fp8) f(t, detail::TypeTag<Float8_e4m3fn>{}, t);
-    else if (wide) f(t, t, detail::TypeTag<float>{});
-    else f(t, t, t);
-  };
-  if (s.a.dtype() == DType::BFloat16) return with_input(detail::TypeTag<BFloat16>{});
+  if (s.a.dtype() == DType::BFloat16) return with_weights_and_output(s, detail::TypeTag<BFloat16>{}, f);
   KILN_CHECK(s.a.dtype() == DType::Float16, "grouped_mm: the tensor-core kernels take float16 or bfloat16, got ",
              dtype_name(s.a.dtype()));
-  with_input(detail::TypeTag<Half>{});
+  with_weights_and_output(s, detail::TypeTag<Half>{}, f);
 }
 
 // grouped_mm_gemv.cu. At most a row per group (decode), or moe_experts' fused
