@@ -181,14 +181,17 @@ def linear_cases():
     s8 = torch.full((n,), 0.05, device=dev)
     kx, kw, kb, kw8, ks8 = k(x), k(w), k(b), k(w8), k(s8)
     c.append(Case("linear", f"linear+bias bf16 1x{kk} -> {n}", 2.0 * n * kk,
-                  lambda: kiln.nn.functional.linear(kx, kw, kb), lambda: F.linear(x, w, b)))
+                  lambda kx=kx, kw=kw, kb=kb: kiln.nn.functional.linear(kx, kw, kb),
+                  lambda x=x, w=w, b=b: F.linear(x, w, b)))
     for rows in (2, 4, 8):
         xr = torch.randn(rows, kk, device=dev, dtype=torch.bfloat16)
         kxr = k(xr)
         c.append(Case("linear", f"linear bf16 {rows}x{kk} -> {n}", 2.0 * n * kk,
-                      lambda kxr=kxr: kiln.nn.functional.linear(kxr, kw), lambda xr=xr: F.linear(xr, w)))
+                      lambda kxr=kxr, kw=kw: kiln.nn.functional.linear(kxr, kw),
+                      lambda xr=xr, w=w: F.linear(xr, w)))
     c.append(Case("linear-fp8", f"linear fp8-weight 1x{kk} -> {n} (vs torch bf16)", 1.0 * n * kk,
-                  lambda: kiln.nn.functional.linear(kx, kw8, weight_scale=ks8), lambda: F.linear(x, w)))
+                  lambda kx=kx, kw8=kw8, ks8=ks8: kiln.nn.functional.linear(kx, kw8, weight_scale=ks8),
+                  lambda x=x, w=w: F.linear(x, w)))
     # a dense MLP's gate|up with its activation (kiln: one kernel; torch: the product, then silu * up)
     for h, inter in [(4096, 12288), (1024, 3072)]:
         x = torch.randn(1, 1, h, device=dev, dtype=torch.bfloat16)

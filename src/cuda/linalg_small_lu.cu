@@ -118,6 +118,11 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // registers as register_lu_kernel does, 32 columns at a time (two 32-column panels,
 // the second updated from the first by its 32 U rows, one barrier each; branch
 // exp/lu-panel, correct on the H100): 115 registers, 8 matrices an SM in one wave.
+// Slower too (H100, in one run, 1024 x 64: 134.3-134.7 against 126.8-126.9 us): the
+// columns in pairs (branch exp/lu-pairs), warp 0 factoring two columns a phase and
+// the update threads applying both with one read and write of each element (40%
+// fewer shared-memory wavefronts, half the barriers, the same bits): warp 0's two
+// pivots a phase in sequence are the longer chain.
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>
