@@ -36,7 +36,10 @@ namespace {
 // 25.6. Splitting the context in clusters of up to 16 blocks merged through distributed shared memory,
 // with no merge kernel, was slower at every context (H100: 4K 8.7-13.0 us, 32K 45-50): too few blocks.
 // Also slower on the H100 (32q/8kv d80, 4K: 8.7 us as kept): the merge done by each head's last block
-// to finish (an atomic counter, no merge kernel) 11.6 us; 2 stages, so 2 blocks fit an SM, 10.5 us;
+// to finish (an atomic counter, no merge kernel) 11.6 us, and again in December with the merge spread
+// over the block (4 dims a thread, the splits over thread groups, all loads in flight at once; branch
+// exp/dec-lastblock): 10.6-11.1 against 8.4-9.2 us, 30B bf16 decode at 2048 context 275 against 303
+// tok/s; 2 stages, so 2 blocks fit an SM, 10.5 us;
 // 8 or 24 splits instead of the wave's 16, 9.3 and 8.7 us (and again in December: 8, 24 or 32 splits
 // 8.4, 6.9 and 8.8 us against 6.9, and at 32K 41.7, 40.1 and 37.8 against 37.3). In a model's
 // decode step (H100, Qwen3-30B-A3B bf16, 128 context, against the kept kernels in one run): split 0
