@@ -17,7 +17,13 @@
 // Measured (H100, bench.py, in one run against this kernel switched off, and torch's
 // cuDNN): d40 4K causal fp16 107.7-107.9 us (mma.sync 111.6-112.7, torch 107.5-108.0:
 // 1.00x), not causal 198.8-199.3 (214.6-215.4, 171.7-171.9), 32q/8kv d128 2K causal bf16
-// 125.4 (157.8, 83.0-83.4). d128 and d96 spill (160 and 32 bytes, ptxas -v): 3 consumer
+// 125.4 (157.8, 83.0-83.4). d40 then moved from 3 consumer warpgroups and 3 stages to 4
+// and 4: 16 heads 4K, in one run (H100, us, warpgroups/keys a step/stages; torch 111.1
+// causal, 162.4 not): 3/64/3 110.0 causal, 198.0 not; 4/64/3 92.1, 169.8 (40 bytes of
+// spills); 4/64/2 86.8, 158.5; 4/64/4 83.8, 156.8 (bf16 causal 84.3 against 109.0); 5/64/3
+// 110.5, 210.7 (spills); 4, 5 and 6 warpgroups of 32 keys a step 103.5, 117.4, 137.4
+// causal; 128 keys a step (stack frames) 316-355. d80 stays at 3/64/3 (144.1 us causal
+// bf16 against 151.2 for 4/32/4 and 374 for 4/64/3, which spills 440 bytes). d128 and d96 spill (160 and 32 bytes, ptxas -v): 3 consumer
 // warpgroups and the producer are 13 warps, 4 of them on one SM sub-partition, whose 16K
 // registers cap a thread at 128; 2 warpgroups take 159 without spilling (branch exp/ws-d128).
 // Earlier, three variants that fed the products from cp.async tiles behind a block-wide
@@ -214,7 +220,9 @@ bool launch_ws(const AttentionPrefillArgs& a) {
 template <class T>
 bool ws_dim(const AttentionPrefillArgs& a) {
   switch (a.q.size(3)) {
-    case 40: return launch_ws<T, 40, 3, 64, 3>(a);
+    // d40: 4 consumer warpgroups and 4 stages (H100, in one run, 16 heads 4K fp16: causal 83.8 us
+    // against 110.0-110.3 with 3 and 3; see the file comment)
+    case 40: return launch_ws<T, 40, 4, 64, 4>(a);
     case 80: return launch_ws<T, 80, 3, 64, 3>(a);
     case 96: return launch_ws<T, 96, 3, 64, 3>(a);
     case 128: return launch_ws<T, 128, 3, 64, 3>(a);
