@@ -34,8 +34,9 @@ namespace {
 // 8 warps a block: on the H100, in one run against 4 warps, 32q/8kv d80 4K 7.0 vs 7.8 us, 32K 37.0 vs
 // 37.4, 32q/4kv d128 32K 30.6 vs 33.0, ctx 128 5.0 vs 5.9; on the H200 d80 4K 7.5 -> 6.8 us, 32K 29.2 ->
 // 25.6. 16 warps (2 stages, so that the ring fits) were slower again (H100, in one run, d80 4K 8.1-8.5
-// against 6.9-7.25 us, 32K 36.8-37.9 against 36.2-36.6). Splitting the context in clusters of up to 16 blocks merged through distributed shared memory,
-// with no merge kernel, was slower at every context (H100: 4K 8.7-13.0 us, 32K 45-50): too few blocks.
+// against 6.9-7.25 us, 32K 36.8-37.9 against 36.2-36.6). Splitting the context in clusters of up to 16
+// blocks merged through distributed shared memory, with no merge kernel, was slower at every context
+// (H100: 4K 8.7-13.0 us, 32K 45-50): too few blocks.
 // Also slower on the H100 (32q/8kv d80, 4K: 8.7 us as kept): the merge done by each head's last block
 // to finish (an atomic counter, no merge kernel) 11.6 us, and again in December with the merge spread
 // over the block (4 dims a thread, the splits over thread groups, all loads in flight at once; branch

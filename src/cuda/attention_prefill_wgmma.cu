@@ -20,12 +20,14 @@
 // 125.4 (157.8, 83.0-83.4). d40 then moved from 3 consumer warpgroups and 3 stages to 4
 // and 4: 16 heads 4K, in one run (H100, us, warpgroups/keys a step/stages; torch 111.1
 // causal, 162.4 not): 3/64/3 110.0 causal, 198.0 not; 4/64/3 92.1, 169.8 (40 bytes of
-// spills); 4/64/2 86.8, 158.5; 4/64/4 83.8, 156.8 (bf16 causal 84.3 against 109.0); 5/64/3
+// spills); 4/64/2 86.8, 158.5; 4/64/4 83.8, 156.8 (bf16 causal 84.3 against 109.0; 94
+// registers and no spills, though 17 warps put 5 on one sub-partition); 5/64/3
 // 110.5, 210.7 (spills); 4, 5 and 6 warpgroups of 32 keys a step 103.5, 117.4, 137.4
 // causal; 128 keys a step (stack frames) 316-355. d80 stays at 3/64/3 (144.1 us causal
-// bf16 against 151.2 for 4/32/4 and 374 for 4/64/3, which spills 440 bytes). d128 and d96 spill (160 and 32 bytes, ptxas -v): 3 consumer
-// warpgroups and the producer are 13 warps, 4 of them on one SM sub-partition, whose 16K
-// registers cap a thread at 128; 2 warpgroups take 159 without spilling (branch exp/ws-d128).
+// bf16 against 151.2 for 4/32/4 and 374 for 4/64/3, which spills 440 bytes). d128 and d96
+// spill (160 and 32 bytes, ptxas -v): 3 consumer warpgroups and the producer are 13 warps, 4
+// of them on one SM sub-partition, whose 16K registers cap a thread at 128; 2 warpgroups take
+// 159 without spilling (branch exp/ws-d128).
 // Earlier, three variants that fed the products from cp.async tiles behind a block-wide
 // barrier a step were slower (d128 causal: 151-253 us against the mma.sync kernel's 160).
 #include <cuda_bf16.h>
