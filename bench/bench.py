@@ -7,7 +7,10 @@ enqueued behind a GPU-side spin so that the time is the GPU's, not the host's. I
 times, the speed-up (torch time / kiln time), the bandwidth kiln reached and its
 share of the card's copy bandwidth measured at the start of the same run.
 
-    PYTHONPATH=build/python python3 bench/bench.py [--filter TEXT|TEXT...] [--repeats N]
+    PYTHONPATH=build/python python3 bench/bench.py [--filter TEXT|TEXT...] [--targets] [--repeats N]
+
+After the table it checks the cases that have a target in the issues (bench/targets.py:
+H200 figures) and prints met or NOT MET for each; --targets runs only those cases.
 
 Cases marked [graph] (the decode kernels) are timed as replays of a CUDA graph, for
 both sides, because their host launch cost would otherwise exceed their GPU time.
@@ -24,6 +27,7 @@ from typing import Callable
 import torch
 
 import kiln
+import targets
 
 
 @dataclass
@@ -522,6 +526,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--filter", default="",
                     help="only cases whose family or name contains this, or one of A|B|... (case names hold no '|')")
+    ap.add_argument("--targets", action="store_true", help="only the cases the issues set a figure for")
     ap.add_argument("--repeats", type=int, default=20)
     args = ap.parse_args()
     if not torch.cuda.is_available() or not kiln.cuda.is_available():
@@ -534,10 +539,12 @@ def main():
         print(f"measured copy bandwidth: {ceiling:.0f} GB/s")
         print(f"{'case':34} {'kiln us':>10} {'torch us':>10} {'speed-up':>9} {'kiln GB/s':>10} {'%copy':>6} "
               f"{'TFLOP/s':>8}")
-        ratios, families = [], {}
+        ratios, families, results = [], {}, {}
         for make in CASES:
             for c in make():
                 if args.filter and not any(f in c.name or f in c.family for f in args.filter.split("|")):
+                    continue
+                if args.targets and not targets.wanted(c.name):
                     continue
                 timer = time_graph_us if c.graph else lambda f, r: time_us(f, r, stream)
                 tk = timer(c.kiln_fn, args.repeats)
@@ -545,6 +552,7 @@ def main():
                 gbs = c.bytes / tk / 1e3
                 ratios.append(tt / tk)
                 families.setdefault(c.family, []).append(tt / tk)
+                results[c.name] = targets.Result(tk, tt, c.bytes, ceiling)
                 tf = f"{c.flops / tk / 1e6:8.1f}" if c.flops else f"{'-':>8}"
                 print(f"{c.name + (' [graph]' if c.graph else ''):34} {tk:10.1f} {tt:10.1f} {tt / tk:8.2f}x {gbs:10.0f} {100 * gbs / ceiling:5.0f}% {tf}",
                       flush=True)
@@ -553,6 +561,10 @@ def main():
             print(f"geometric-mean speed-up over torch, {fam}: {gm(r):.2f}x ({len(r)} cases)")
         if ratios:
             print(f"geometric-mean speed-up over torch, all: {gm(ratios):.2f}x")
+        lines = targets.report(results, torch.cuda.get_device_properties(0).L2_cache_size)
+        if lines:
+            print(f"\nthe issues' figures (set for the H200; this run: {torch.cuda.get_device_name()})")
+            print("\n".join(lines))
 
 
 if __name__ == "__main__":
