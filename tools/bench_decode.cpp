@@ -104,17 +104,15 @@ int bench_decode(const BenchDecodeOptions& opts) {
               per_token / 1e9, seconds_since(t_load), copy_ceiling,
               dev.is_cpu() ? "; %read: the median over groups of 8 tokens of their GB/s against the fastest of 3 read runs just before each"
                            : "");
-  std::printf("%8s %14s %14s %12s %12s %8s %8s%s\n", "context", "prefill tok/s", "decode tok/s", "ms/token", "weight GB/s",
-              dev.is_cpu() ? "%read" : "%copy", "with KV", dev.is_cpu() ? "  read GB/s" : "");
+  std::printf("%8s %14s %14s %12s %12s %8s %8s%s\n", "context", "prefill tok/s", "decode tok/s", "ms/token",
+              "weight GB/s", dev.is_cpu() ? "%read" : "%copy", "with KV", dev.is_cpu() ? "  read GB/s" : "");
   // A decode step also reads the cache's keys and values: per layer, 2 x kv heads x head_dim
   // values for every position up to its own; over the timed steps, on average the context
   // plus half the steps. Past a few thousand positions that is no longer small against the
   // weights (Qwen3-0.6B at 2048: 0.24 GB against 1.19), so the column after the share counts it.
-  const auto kv_bytes_per_token = [&](int64_t ctx, int64_t steps) {
-    return static_cast<double>(config.num_hidden_layers) * 2.0 * static_cast<double>(config.num_key_value_heads) *
-           static_cast<double>(config.head_dim) * static_cast<double>(itemsize(model.dtype())) *
-           (static_cast<double>(ctx) + static_cast<double>(steps + 1) / 2.0);
-  };
+  const double kv_bytes_per_position =
+      2.0 * static_cast<double>(config.num_hidden_layers * config.num_key_value_heads * config.head_dim) *
+      static_cast<double>(itemsize(model.dtype()));
   Generator gen(1);
   for (int64_t ctx : opts.contexts) {
     const Tensor prompt = randint_ids(config.vocab_size, ctx, gen, dev);
@@ -146,7 +144,8 @@ int bench_decode(const BenchDecodeOptions& opts) {
     const double decode = decode_seconds / static_cast<double>(tokens);
     const double gbps = per_token / decode / 1e9;
     const double share = dev.is_cpu() ? read.share : gbps / copy_ceiling;
-    const double with_kv = share * (per_token + kv_bytes_per_token(ctx, tokens)) / per_token;
+    const double kv_per_token = kv_bytes_per_position * (static_cast<double>(ctx) + (tokens + 1) / 2.0);
+    const double with_kv = share * (per_token + kv_per_token) / per_token;
     std::printf("%8lld %14.1f %14.1f %12.3f %12.1f %7.0f%% %7.0f%%", static_cast<long long>(ctx), ctx / prefill,
                 1.0 / decode, decode * 1e3, gbps, 100.0 * share, 100.0 * with_kv);
     if (dev.is_cpu()) std::printf("  %9.1f", read.read_gbps);
