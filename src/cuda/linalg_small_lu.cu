@@ -122,7 +122,12 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // columns in pairs (branch exp/lu-pairs), warp 0 factoring two columns a phase and
 // the update threads applying both with one read and write of each element (40%
 // fewer shared-memory wavefronts, half the barriers, the same bits): warp 0's two
-// pivots a phase in sequence are the longer chain.
+// pivots a phase in sequence are the longer chain. And slower (H100, in one run): each
+// lane's reciprocal of its own candidate beside the pivot reductions, the winner's
+// taken by a shuffle, zero and tiny candidates skipped so that no lane takes
+// __frcp_rn's slow path (branch exp/lu-spec-recip, KILN_LU_SPEC=1): 143.1-143.4 against
+// 129.9-130.3 us in the same build without it, and 126.8-127.1 for this kernel (whose
+// launch bounds ask no minimum of 5 blocks an SM, which that build did).
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>

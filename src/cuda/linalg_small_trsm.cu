@@ -94,6 +94,14 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
 // persistent kernel with each warp's next system prefetched into shared memory, 36.6
 // (10 warps an SM): ncu counted about 4K warp instructions a system, no fewer than
 // here, as the mma's conversions, shuffles and addresses took the FMAs' place.
+// Persistent again, with this substitution (branch exp/trsm64-persistent): lane l
+// holding rows l and 63 - l of the triangle in registers (65 slots, fixed indices),
+// the next system's triangle and B staged by cp.async while the current one is
+// solved: correct, and slower on the H100, 37.3-37.6 against 27.7-27.8 us. ncu
+// (H100, 4096 systems of 64, 8 columns) says why: this kernel is bound by each
+// warp's latency, not by memory or issue: 3.5 warps a scheduler, one instruction a
+// warp every 5.9 cycles, DRAM 55% busy, 3.05K instructions a system; the persistent
+// one needed 168 registers (10.4 warps an SM) and issued as slowly.
 template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                         float* __restrict__ x, int n_arg, int k, bool vec_a, bool vec_b) {

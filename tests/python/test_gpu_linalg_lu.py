@@ -141,6 +141,17 @@ class LinalgAgainstTorch(unittest.TestCase):
                     torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4,
                                                msg=f"n={n} k={kk} upper={upper} unit={unit}")
 
+    def test_many_64x64_triangular_solves_match_torch(self):
+        # more systems than an H100's or H200's SMs hold at once (about 2100), and k past 8
+        # and not a multiple of 4 (scalar loads of B and X, a tail of columns)
+        for kk in (8, 12, 5):
+            for upper in (True, False):
+                A = torch.randn(6000, 64, 64, device=DEV) / 8 + 2 * torch.eye(64, device=DEV)
+                B = torch.randn(6000, 64, kk, device=DEV)
+                got = T(kiln.linalg.solve_triangular(k(A), k(B), upper=upper))
+                want = torch.linalg.solve_triangular(A.double(), B.double(), upper=upper)
+                torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4, msg=f"k={kk} upper={upper}")
+
     def test_small_inverses_on_cuda_match_torch(self):
         for n in (1, 2, 3, 4):
             A = torch.randn(3, 5000, n, n, device=DEV)
