@@ -127,7 +127,11 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // taken by a shuffle, zero and tiny candidates skipped so that no lane takes
 // __frcp_rn's slow path (branch exp/lu-spec-recip, KILN_LU_SPEC=1): 143.1-143.4 against
 // 129.9-130.3 us in the same build without it, and 126.8-127.1 for this kernel (whose
-// launch bounds ask no minimum of 5 blocks an SM, which that build did).
+// launch bounds ask no minimum of 5 blocks an SM, which that build did). No faster
+// (H100, in one run, 126.4-126.5 against 126.5-126.8 us): an eighth warp (warp 4) that
+// sits out the column loop (a named barrier of the other seven), so that if warps
+// take an SM's schedulers by index mod 4, warp 0's chain shares its scheduler with
+// no update warp of its block: contention for issue is not what slows the chain.
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>
