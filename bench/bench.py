@@ -401,6 +401,15 @@ def layer_ops_cases():
         c.append(Case("layer_ops", f"rms_norm+residual bf16 [{rows},{n}]", 2.0 * 4 * rows * n,
                       lambda kx=kx, kr=kr, kw=kw: kiln.rms_norm_residual(kx, kr, kw, 1e-6),
                       lambda x=x, r=r, w=w, n=n: F.rms_norm(x + r, (n,), w, 1e-6), graph=True))
+        if rows == 1:  # the add and norm fused into the projection after them (the MoE router; q|k|v's shape)
+            for nout in (128, 5120):
+                xs, rs = x[:, :2048].contiguous(), r[:, :2048].contiguous()
+                g, wl = torch.randn(2048, device=dev, dtype=bf), torch.randn(nout, 2048, device=dev, dtype=bf)
+                kxs, krs, kg, kwl = k(xs), k(rs), k(g), k(wl)
+                c.append(Case("layer_ops", f"rms_norm_linear bf16 1x2048 -> {nout}", 2.0 * (nout + 4) * 2048,
+                              lambda kxs=kxs, krs=krs, kg=kg, kwl=kwl: kiln.rms_norm_linear(kxs, krs, kg, 1e-6, kwl),
+                              lambda xs=xs, rs=rs, g=g, wl=wl: F.linear(F.rms_norm(xs + rs, (2048,), g, 1e-6), wl),
+                              graph=True))
         b = torch.randn(n, device=dev, dtype=bf)
         kb = k(b)
         c.append(Case("layer_ops", f"layer_norm bf16 [{rows},{n}]", 2.0 * 2 * rows * n,

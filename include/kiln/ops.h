@@ -128,6 +128,22 @@ Tensor linear(const Tensor& x, const Tensor& weight, const std::optional<Tensor>
 Tensor linear_silu_and_mul(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
                            const std::optional<Tensor>& weight_scale = std::nullopt);
 
+// A projection with the RMSNorm (and residual add) before it fused in, as a decoder
+// layer has them: sum = x + residual (rounded to x's dtype; x itself without a
+// residual), out = linear(rms_norm(sum, norm_weight, eps), weight, bias, weight_scale),
+// or linear_silu_and_mul of it with silu_and_mul. normed is rms_norm(sum) when
+// want_normed (else undefined). x and residual [..., K], norm_weight [K] of x's dtype.
+// On CUDA one row runs as one kernel (the norm's 1 / rms applied to the finished
+// dot products, so the normalised row is not rounded before the product: the
+// values differ from the ops in sequence by that rounding); otherwise the ops in sequence.
+struct RmsNormLinear {
+  Tensor out, sum, normed;
+};
+RmsNormLinear rms_norm_linear(const Tensor& x, const std::optional<Tensor>& residual, const Tensor& norm_weight,
+                              double eps, const Tensor& weight, const std::optional<Tensor>& bias = std::nullopt,
+                              const std::optional<Tensor>& weight_scale = std::nullopt, bool silu_and_mul = false,
+                              bool want_normed = false);
+
 // Weight-only FP8 for linear: w [N, K] (float32/float16/bfloat16) -> {w8 [N, K]
 // float8_e4m3fn, scale [N] float32} with scale[n] = max|w[n]| / 448, so that each
 // row's largest magnitude lands on 448 and linear(x, w8, weight_scale=scale) ~

@@ -44,6 +44,13 @@ struct ReduceArgs {
 struct LinearArgs {
   Tensor out, x, weight, scale, bias;
   bool swiglu = false;
+  // RMSNorm fused in front (CUDA, one row; rms_norm_linear): the product is of
+  // rms_norm(x + residual, norm_weight, eps); x + residual (rounded to x's dtype) goes
+  // to residual_out and, when defined, the normalised row to normed_out. residual,
+  // residual_out and normed_out are undefined or [1, K] like x; norm_weight is [K].
+  Tensor residual, norm_weight, residual_out, normed_out;
+  float eps = 0.0f;
+  bool norm() const { return norm_weight.defined(); }
   // One scale per output row (else one for the whole weight).
   bool per_row_scale() const { return scale.defined() && scale.numel() == weight.size(0) && weight.size(0) > 1; }
 };

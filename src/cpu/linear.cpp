@@ -118,6 +118,7 @@ void linear_typed(const LinearArgs& a) {
 
 void linear_rows(const LinearArgs& args) {
   KILN_CHECK(args.x.size(0) <= 8, "linear_rows: at most 8 rows, got ", args.x.size(0));
+  KILN_CHECK(!args.norm(), "linear_rows: the fused RMSNorm is a CUDA kernel; rms_norm_linear composes the ops on the CPU");
   if (args.swiglu) {  // the product, then silu_and_mul's own pass: its values exactly (a row is a few KB)
     LinearArgs product = args;
     product.swiglu = false;

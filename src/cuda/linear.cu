@@ -22,6 +22,43 @@ using gemv::dot_step;
 
 constexpr int kWarps = 8;  // per block
 
+// The RMSNorm fused in front of a one-row product (rms_norm_linear); see LinearArgs.
+template <class X>
+struct NormIn {
+  const X* residual;  // or null: the row is x itself
+  const X* weight;    // [K]
+  X* residual_out;    // x + residual, written by block 0 (null without a residual)
+  X* normed_out;      // the normalised row, written by block 0 (or null)
+  float eps;
+};
+
+// V floats to x's dtype at p, as 16-byte stores.
+template <class X, int V>
+__device__ __forceinline__ void store_x(X* p, const float* f) {
+  constexpr int XV = 16 / sizeof(X);
+#pragma unroll
+  for (int j = 0; j < V / XV; ++j) {
+    Pack<X, XV> q;
+#pragma unroll
+    for (int i = 0; i < XV; ++i) q.v[i] = X(f[j * XV + i]);
+    reinterpret_cast<Pack<X, XV>*>(p)[j] = q;
+  }
+}
+
+// The row at k as the norm sees it: x + residual rounded to X (as the add's output),
+// or x; the writer stores the sum.
+template <class X, int V>
+__device__ __forceinline__ void norm_row_values(const X* x, const NormIn<X>& nrm, int64_t k, bool writer, float* s) {
+  gemv::load_x<X, V>(x + k, s);
+  if (nrm.residual) {
+    float r[V];
+    gemv::load_x<X, V>(nrm.residual + k, r);
+#pragma unroll
+    for (int i = 0; i < V; ++i) s[i] = static_cast<float>(X(s[i] + r[i]));
+    if (writer) store_x<X, V>(nrm.residual_out + k, s);
+  }
+}
+
 // WPR warps split K for NPW adjacent output rows; a block covers
 // kWarps / WPR * NPW output rows. SWIGLU (linear_silu_and_mul): N is H, the
 // output's width, and a warp's weight rows are NPW / 2 gate rows n.. and the up
@@ -30,13 +67,22 @@ constexpr int kWarps = 8;  // per block
 // bench.py, 1x4096 -> 2x12288 65.4 us against torch's linear and silu * up 71.9, 1x1024
 // -> 2x3072 3.2 against 7.9; Qwen3-8B decode 179.8-180.8 tok/s against 179.3-179.5 with
 // the product and silu_and_mul, alternated in one run.)
-template <class X, class W, int R, int WPR, int NPW, bool SWIGLU>
+// NORM (R = 1): the product is of rms_norm(x + residual) (NormIn). Each block first
+// makes the row times the norm's weight, in float32, in shared memory (K floats of
+// dynamic shared memory) and the row's sum of squares; the 1 / rms factor goes on the
+// finished dot products. (Each warp reading x, the residual and the weight itself, as
+// it reads x without the norm, tripled the loads from L2: H100, Qwen3-30B-A3B bf16
+// decode with the norms before q|k|v, the router and lm_head fused, 269 against 294
+// tok/s, q|k|v 18.7 us against 4.8 plus 3.6 for the norm. This way, 291 against 298:
+// still slower for the wide projections, see qwen3.cpp; faster for the router.)
+template <class X, class W, int R, int WPR, int NPW, bool SWIGLU, bool NORM>
 __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int64_t K, int rows,
                                                                  const X* __restrict__ x, int64_t xs,
                                                                  const W* __restrict__ w, int64_t ws,
                                                                  const float* __restrict__ scale, bool per_row,
                                                                  const X* __restrict__ bias, X* __restrict__ out,
-                                                                 int64_t os) {
+                                                                 int64_t os, NormIn<X> nrm) {
+  static_assert(!NORM || R == 1, "linear_rows_kernel: the fused norm takes one row");
   constexpr int V = 16 / sizeof(W);
   // k-steps in flight. 8 for one-row warps was slower: H100, in one run, Qwen3-8B decode 165.1
   // against 174.5 tok/s, Qwen3-30B-A3B bf16 289.6 against 299.1.
@@ -87,24 +133,54 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int j = 0; j < NPW; ++j) acc[r][j] = 0.0f;
+  extern __shared__ float4 norm_smem[];
+  float* const scaled = reinterpret_cast<float*>(norm_smem);  // NORM: [K] the row times the norm's weight
+  float inv = 1.0f;                                            // NORM: 1 / rms of the row, as rms_norm's
+  if constexpr (NORM) {
+    __shared__ float ss_warp[kWarps];
+    constexpr int XV = 16 / sizeof(X);
+    float ss = 0.0f;
+    for (int64_t i = static_cast<int64_t>(threadIdx.x) * XV; i < K; i += kWarps * 32 * XV) {
+      float v[XV], g[XV];
+      norm_row_values<X, XV>(x, nrm, i, blockIdx.x == 0, v);  // block 0 writes the sum
+      gemv::load_x<X, XV>(nrm.weight + i, g);
+#pragma unroll
+      for (int e = 0; e < XV; ++e) {
+        ss = fmaf(v[e], v[e], ss);
+        scaled[i + e] = v[e] * g[e];
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (lane == 0) ss_warp[warp] = ss;
+    __syncthreads();
+    ss = 0.0f;
+#pragma unroll
+    for (int q = 0; q < kWarps; ++q) ss += ss_warp[q];
+    inv = rsqrtf(ss / static_cast<float>(K) + nrm.eps);
+  }
+  const auto step = [&](const Pack<W, V>(&p)[NPW], int64_t k) {
+    if constexpr (NORM) dot_step<float, W, R, NPW, V>(p, scaled + k, 0, rows, acc);
+    else dot_step<X, W, R, NPW, V>(p, x + k, xs, rows, acc);
+  };
   if (n0 < N) {
     int64_t k = k0;
     if (first_full) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) dot_step<X, W, R, NPW, V>(p0[u], x + k + u * kStep, xs, rows, acc);
+      for (int u = 0; u < U; ++u) step(p0[u], k + u * kStep);
       k += U * kStep;
     }
     for (; k + (U - 1) * kStep < K; k += U * kStep) {
       Pack<W, V> p[U][NPW];
       load_steps(p, k);
 #pragma unroll
-      for (int u = 0; u < U; ++u) dot_step<X, W, R, NPW, V>(p[u], x + k + u * kStep, xs, rows, acc);
+      for (int u = 0; u < U; ++u) step(p[u], k + u * kStep);
     }
     for (; k < K; k += kStep) {
       Pack<W, V> p[NPW];
 #pragma unroll
       for (int j = 0; j < NPW; ++j) p[j] = *reinterpret_cast<const Pack<W, V>*>(wr[j] + k);
-      dot_step<X, W, R, NPW, V>(p, x + k, xs, rows, acc);
+      step(p, k);
     }
   }
 #pragma unroll
@@ -113,6 +189,18 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
     for (int j = 0; j < NPW; ++j)
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) acc[r][j] += __shfl_down_sync(0xffffffffu, acc[r][j], o);
+  if constexpr (NORM) {
+    constexpr int XV = 16 / sizeof(X);
+    if (blockIdx.x == 0 && nrm.normed_out)  // the normalised row, as rms_norm rounds it, for the ops after this one
+      for (int64_t i = static_cast<int64_t>(threadIdx.x) * XV; i < K; i += kWarps * 32 * XV) {
+        float v[XV], g[XV];
+        norm_row_values<X, XV>(x, nrm, i, false, v);
+        gemv::load_x<X, XV>(nrm.weight + i, g);
+#pragma unroll
+        for (int e = 0; e < XV; ++e) v[e] = v[e] * inv * g[e];
+        store_x<X, XV>(nrm.normed_out + i, v);
+      }
+  }
   if constexpr (WPR > 1) {
     __shared__ float parts[kWarps][R][NPW];
     if (lane == 0)
@@ -136,7 +224,7 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
     if (n >= N) break;
     // weight row m's product, rounded to X as linear's output
     const auto product = [&](int r, int i, int64_t m) {
-      return X(acc[r][i] * (scale ? scale[per_row ? m : 0] : 1.0f) + (bias ? static_cast<float>(bias[m]) : 0.0f));
+      return X(acc[r][i] * inv * (scale ? scale[per_row ? m : 0] : 1.0f) + (bias ? static_cast<float>(bias[m]) : 0.0f));
     };
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -150,7 +238,7 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
   }
 }
 
-template <class X, class W, int R, bool SWIGLU>
+template <class X, class W, int R, bool SWIGLU, bool NORM>
 void launch_rows(const LinearArgs& a) {
   const int64_t N = a.out.size(1), K = a.weight.size(1);  // N: output columns (SWIGLU: half the weight's rows)
   constexpr int V = 16 / sizeof(W);
@@ -165,13 +253,20 @@ void launch_rows(const LinearArgs& a) {
   const bool per_row = a.per_row_scale();
   const X* bias = a.bias.defined() ? a.bias.data<X>() : nullptr;
   const int rows = static_cast<int>(a.x.size(0));
+  NormIn<X> nrm{nullptr, nullptr, nullptr, nullptr, a.eps};
+  if constexpr (NORM) {
+    nrm.weight = a.norm_weight.data<X>();
+    if (a.residual.defined()) nrm.residual = a.residual.data<X>(), nrm.residual_out = a.residual_out.data<X>();
+    if (a.normed_out.defined()) nrm.normed_out = a.normed_out.data<X>();
+  }
   auto go = [&](auto wpr_c) {
     constexpr int P = decltype(wpr_c)::value;
     constexpr int per_block = kWarps / P * kOut;
     const unsigned blocks = static_cast<unsigned>((N + per_block - 1) / per_block);
-    launch_chained(linear_rows_kernel<X, W, R, P, NPW, SWIGLU>, blocks, kWarps * 32, 0, N, K, rows, a.x.data<X>(),
-                   a.x.stride(0), a.weight.data<W>(), a.weight.stride(0), scale, per_row, bias, a.out.data<X>(),
-                   a.out.stride(0));
+    launch_chained(linear_rows_kernel<X, W, R, P, NPW, SWIGLU, NORM>, blocks, kWarps * 32,
+                   NORM ? static_cast<size_t>(K) * sizeof(float) : 0, N, K, rows,
+                   a.x.data<X>(), a.x.stride(0), a.weight.data<W>(), a.weight.stride(0), scale, per_row, bias,
+                   a.out.data<X>(), a.out.stride(0), nrm);
   };
   switch (wpr) {
     case 1: go(std::integral_constant<int, 1>{}); break;
@@ -185,10 +280,18 @@ void launch_rows(const LinearArgs& a) {
 template <class X, class W, bool SWIGLU>
 void linear_typed(const LinearArgs& a) {
   const int64_t rows = a.x.size(0);
-  if (rows == 1) launch_rows<X, W, 1, SWIGLU>(a);
-  else if (rows == 2) launch_rows<X, W, 2, SWIGLU>(a);
-  else if (rows <= 4) launch_rows<X, W, 4, SWIGLU>(a);
-  else launch_rows<X, W, 8, SWIGLU>(a);
+  if (a.norm()) {
+    KILN_CHECK(rows == 1, "linear_rows: the fused RMSNorm takes one row, got ", rows);
+    launch_rows<X, W, 1, SWIGLU, true>(a);
+  } else if (rows == 1) {
+    launch_rows<X, W, 1, SWIGLU, false>(a);
+  } else if (rows == 2) {
+    launch_rows<X, W, 2, SWIGLU, false>(a);
+  } else if (rows <= 4) {
+    launch_rows<X, W, 4, SWIGLU, false>(a);
+  } else {
+    launch_rows<X, W, 8, SWIGLU, false>(a);
+  }
 }
 
 template <class X, class W>
@@ -205,6 +308,7 @@ void linear_rows(const LinearArgs& args) {
   const bool aligned = K % static_cast<int64_t>(wv) == 0 && rows_vector_aligned(args.weight, 1) &&
                        rows_vector_aligned(args.x, 1);
   KILN_CHECK(args.x.size(0) <= 8, "linear_rows: at most 8 rows, got ", args.x.size(0));
+  KILN_CHECK(aligned || !args.norm(), "linear_rows: the fused RMSNorm needs 16-byte rows (rms_norm_linear checks)");
   if (!aligned) {
     // Vector loads need 16-byte rows: an odd K or offset view goes the GEMM way.
     const Tensor product = linear_gemm(args.x, args.weight, args.scale, args.bias);

@@ -4,6 +4,7 @@
 // the length read on the device; for a prompt, causal from the bottom right, so
 // that a chunk after cached context sees it), o_proj, the residual add fused into the next
 // RMSNorm, then SwiGLU (gate|up and silu_and_mul in one call, linear_silu_and_mul) or
+// the router (with that add and norm inside its kernel, rms_norm_linear; see mlp()) and
 // the experts (their combine fused into the down projection:
 // on the H100, 30B-A3B config, in one run against the combine fused into the next
 // add and norm instead, fp8 379-381 -> 405-407 tok/s at 128 context, 374-376 ->
@@ -136,37 +137,42 @@ Tensor Qwen3Model::decode_step(const Tensor& id) {
   return graph_logits_.clone();  // the graph writes graph_logits_ again at the next step
 }
 
+namespace {
+// rms_norm(delta + residual) and the sum, the new residual (the embedding alone at the first layer)
+std::pair<Tensor, Tensor> add_rms_norm(const Tensor& delta, const std::optional<Tensor>& residual,
+                                       const Tensor& weight, double eps) {
+  if (residual) return rms_norm_residual(delta, *residual, weight, eps);
+  return {rms_norm(delta, weight, eps), delta};
+}
+}  // namespace
+
 Tensor Qwen3Model::run(const Step& step, bool all_logits) {
   const int64_t T = step.ids.size(0);
-  const double eps = config_.rms_norm_eps;
   const auto& layers = weights_.layers;
-  Tensor residual, h;
-  std::tie(residual, h) = timed("embedding + rms_norm", [&] {
-    const Tensor x = index_select(weights_.embed, 0, step.ids);  // [T, hidden]
-    return std::pair(x, rms_norm(x, layers[0].input_norm, eps));
-  });
+  Tensor delta = timed("embedding", [&] { return index_select(weights_.embed, 0, step.ids); });  // [T, hidden]
+  std::optional<Tensor> residual;
   for (size_t i = 0; i < layers.size(); ++i) {
-    const Tensor a = attention(static_cast<int64_t>(i), h, step);
-    std::tie(h, residual) =
-        timed("add + rms_norm", [&] { return rms_norm_residual(a, residual, layers[i].post_attention_norm, eps); });
-    const Tensor& next_norm = i + 1 < layers.size() ? layers[i + 1].input_norm : weights_.final_norm;
-    if (layers[i].is_moe) {
-      std::tie(h, residual) = moe_norm(layers[i], h, residual, next_norm);
-    } else {
-      const Tensor y = dense_mlp(layers[i], h);
-      std::tie(h, residual) = timed("add + rms_norm", [&] { return rms_norm_residual(y, residual, next_norm, eps); });
-    }
+    delta = attention(static_cast<int64_t>(i), delta, residual, step);
+    delta = mlp(layers[i], delta, residual);
   }
-  return timed("lm_head", [&] { return weights_.lm_head(all_logits ? h : h.narrow(0, T - 1, 1)); });
+  const auto last = [&](const Tensor& t) { return all_logits ? t : t.narrow(0, T - 1, 1); };
+  const Tensor h = timed("add + rms_norm", [&] {
+    return add_rms_norm(last(delta), last(*residual), weights_.final_norm, config_.rms_norm_eps).first;
+  });
+  return timed("lm_head", [&] { return weights_.lm_head(h); });
 }
 
-Tensor Qwen3Model::attention(int64_t layer, const Tensor& h, const Step& step) {
-  const AttentionWeights& w = weights_.layers[layer].attn;
-  const int64_t T = h.size(0), D = config_.head_dim, hq = config_.num_attention_heads,
+Tensor Qwen3Model::attention(int64_t layer, const Tensor& delta, std::optional<Tensor>& residual, const Step& step) {
+  const LayerWeights& l = weights_.layers[layer];
+  const AttentionWeights& w = l.attn;
+  const int64_t T = delta.size(0), D = config_.head_dim, hq = config_.num_attention_heads,
                 hkv = config_.num_key_value_heads;
   const Tensor& kc = k_cache_[layer];
   const Tensor& vc = v_cache_[layer];
   // q, and k and v written into the cache at their positions
+  Tensor h;
+  std::tie(h, residual) =
+      timed("add + rms_norm", [&] { return add_rms_norm(delta, residual, l.input_norm, config_.rms_norm_eps); });
   const Tensor qkv = timed("q|k|v projection", [&] { return w.qkv(h); });
   const Tensor q = timed("q/k norm + rotary + cache", [&] {
     return qkv_rotary_cache(qkv, hq, hkv, w.q_norm, w.k_norm, config_.rms_norm_eps, rope_cos_, rope_sin_,
@@ -189,23 +195,37 @@ Tensor Qwen3Model::attention(int64_t layer, const Tensor& h, const Step& step) {
   return timed("o projection", [&] { return w.o(o); });
 }
 
-Tensor Qwen3Model::dense_mlp(const LayerWeights& l, const Tensor& h) const {
-  const Tensor a = timed("gate|up projection + silu_and_mul", [&] { return l.mlp.gate_up.silu_and_mul_of(h); });
-  return timed("down projection", [&] { return l.mlp.down(a); });
-}
-
-std::pair<Tensor, Tensor> Qwen3Model::moe_norm(const LayerWeights& l, const Tensor& h, const Tensor& residual,
-                                               const Tensor& next_norm) const {
-  const Tensor logits = timed("router", [&] { return l.moe.router(h); });
-  const MoeRouting r = timed("routing", [&] {
-    return moe_route(logits, config_.num_experts_per_tok, RouterScoring::Softmax, std::nullopt,
+Tensor Qwen3Model::mlp(const LayerWeights& l, const Tensor& delta, std::optional<Tensor>& residual) const {
+  const double eps = config_.rms_norm_eps;
+  if (!l.is_moe) {
+    Tensor h;
+    std::tie(h, residual) =
+        timed("add + rms_norm", [&] { return add_rms_norm(delta, residual, l.post_attention_norm, eps); });
+    const Tensor a = timed("gate|up projection + silu_and_mul", [&] { return l.mlp.gate_up.silu_and_mul_of(h); });
+    return timed("down projection", [&] { return l.mlp.down(a); });
+  }
+  // The add and norm run inside the router's kernel, which also gives the normalised
+  // rows the experts take (rms_norm_linear). Only here: a narrow projection of few
+  // blocks. In front of q|k|v, gate|up or lm_head, whose hundreds of blocks each redo
+  // the norm's loads and barrier before their products, it was slower (H100, in one
+  // run, against the norm kernel then the projection: Qwen3-30B-A3B decode with all of
+  // them fused, bf16 290.9 against 297.6 tok/s, fp8 378.6 against 402.5; Qwen3-8B 167.9
+  // against 176.9; q|k|v 10.7 us against 4.8 plus 3.6 for the norm; the router 3.7 us
+  // against 2.2 plus 3.6). In front of the router alone, alternated twice in one run
+  // (KILN_NORM_LINEAR=1 / 0): bf16 299.0-299.1 against 294.6-297.0 tok/s at 128 context,
+  // 301.2 against 299.0-299.5 at 2048; fp8 400.7-404.2 against 399.5-403.1, 407.0-407.1
+  // against 406.4-406.8.
+  const RmsNormLinear r = timed("add + rms_norm + router", [&] {
+    return l.moe.router.of_rms_norm(delta, residual, l.post_attention_norm, eps, false, true);
+  });
+  residual = r.sum;
+  const MoeRouting routing = timed("routing", [&] {
+    return moe_route(r.out, config_.num_experts_per_tok, RouterScoring::Softmax, std::nullopt,
                      config_.norm_topk_prob);
   });
-  const Tensor combined = timed("experts (gate|up + silu, down + combine)", [&] {
-    return moe_experts_combine(h, l.moe.gate_up, l.moe.down, r, l.moe.gate_up_scale, l.moe.down_scale);
+  return timed("experts (gate|up + silu, down + combine)", [&] {
+    return moe_experts_combine(r.normed, l.moe.gate_up, l.moe.down, routing, l.moe.gate_up_scale, l.moe.down_scale);
   });
-  return timed("add + rms_norm",
-               [&] { return rms_norm_residual(combined, residual, next_norm, config_.rms_norm_eps); });
 }
 
 }  // namespace kiln

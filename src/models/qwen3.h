@@ -50,12 +50,10 @@ class Qwen3Model {
     int64_t start = 0;      // first position (prefill)
   };
   Tensor run(const Step& step, bool all_logits);
-  Tensor attention(int64_t layer, const Tensor& h, const Step& step);
-  Tensor dense_mlp(const LayerWeights& l, const Tensor& h) const;
-  // The MoE block, its output added to the residual and normalised by next_norm:
-  // (normalised, new residual).
-  std::pair<Tensor, Tensor> moe_norm(const LayerWeights& l, const Tensor& h, const Tensor& residual,
-                                     const Tensor& next_norm) const;
+  // A layer's two blocks on rms_norm(delta + residual), each returning its output (the
+  // next delta) and leaving delta + residual in residual (none: the embedding alone).
+  Tensor attention(int64_t layer, const Tensor& delta, std::optional<Tensor>& residual, const Step& step);
+  Tensor mlp(const LayerWeights& l, const Tensor& delta, std::optional<Tensor>& residual) const;
   bool graph_capable() const;
   // f(), timed as `op` when a profile is set
   template <class F>

@@ -26,6 +26,13 @@ Tensor LinearWeights::silu_and_mul_of(const Tensor& x) const {
   return linear_silu_and_mul(x, weight, if_defined(bias), if_defined(scale));
 }
 
+RmsNormLinear LinearWeights::of_rms_norm(const Tensor& x, const std::optional<Tensor>& residual,
+                                         const Tensor& norm_weight, double eps, bool silu_and_mul,
+                                         bool want_normed) const {
+  return rms_norm_linear(x, residual, norm_weight, eps, weight, if_defined(bias), if_defined(scale), silu_and_mul,
+                         want_normed);
+}
+
 size_t LinearWeights::nbytes() const {
   return weight.nbytes() + (scale.defined() ? scale.nbytes() : 0) + (bias.defined() ? bias.nbytes() : 0);
 }

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "kiln/ops.h"
 #include "kiln/tensor.h"
 #include "models/config.h"
 
@@ -20,6 +22,9 @@ struct LinearWeights {
   Tensor operator()(const Tensor& x) const;
   // silu_and_mul of the product, for [gate | up] weights (one kernel a decode step on CUDA)
   Tensor silu_and_mul_of(const Tensor& x) const;
+  // this projection (or its silu_and_mul) of rms_norm(x + residual), see rms_norm_linear
+  RmsNormLinear of_rms_norm(const Tensor& x, const std::optional<Tensor>& residual, const Tensor& norm_weight,
+                            double eps, bool silu_and_mul = false, bool want_normed = false) const;
   size_t nbytes() const;
 };
 

@@ -1,8 +1,10 @@
-// Front doors of linear and linear_silu_and_mul: the checks, the choice between the
-// few-rows kernel and a GEMM, and the fp8 weight scales.
+// Front doors of linear, linear_silu_and_mul and rms_norm_linear: the checks, the
+// choice between the few-rows kernel and a GEMM, and the fp8 weight scales.
 #include "core/backend.h"
 #include "core/check.h"
+#include "core/env.h"
 #include "core/shape.h"
+#include "core/vector_rows.h"
 #include "kiln/ops.h"
 #include "ops/common.h"
 #include "ops/linear.h"
@@ -141,6 +143,60 @@ Tensor linear_silu_and_mul(const Tensor& x, const Tensor& weight, const std::opt
   args.swiglu = true;
   KILN_ON_DEVICE(x.device(), linear_rows, args);
   return args.out.view(out_shape);
+}
+
+RmsNormLinear rms_norm_linear(const Tensor& x, const std::optional<Tensor>& residual, const Tensor& norm_weight,
+                              double eps, const Tensor& weight, const std::optional<Tensor>& bias,
+                              const std::optional<Tensor>& weight_scale, bool silu_and_mul, bool want_normed) {
+  constexpr const char* op = "rms_norm_linear";
+  const LinearOperands o = check_linear(op, x, weight, bias, weight_scale);
+  const int64_t N = weight.size(0), K = weight.size(1);
+  KILN_CHECK(!silu_and_mul || N % 2 == 0, op, ": with silu_and_mul the weight's out_features must be even (gate "
+             "rows, then up rows), got shape ", weight.shape());
+  check_defined(op, norm_weight);
+  check_same_device(op, x, norm_weight);
+  KILN_CHECK(norm_weight.dim() == 1 && norm_weight.size(0) == K && norm_weight.dtype() == x.dtype(), op,
+             ": norm_weight must be [", K, "] of ", x.dtype(), ", got ", norm_weight.dtype(), " ", norm_weight.shape());
+  if (given(residual)) {
+    check_same_device(op, x, *residual);
+    KILN_CHECK(residual->shape() == x.shape() && residual->dtype() == x.dtype(), op, ": residual must match the input (",
+               x.dtype(), " ", x.shape(), "), got ", residual->dtype(), " ", residual->shape());
+  }
+  KILN_CHECK(eps >= 0, op, ": eps must be non-negative, got ", eps);
+  const int64_t cols = silu_and_mul ? N / 2 : N, rows = K == 0 ? 0 : x.numel() / K;
+  // KILN_NORM_LINEAR=0: the ops in sequence everywhere (to measure the fusion, or to rule it out)
+  static const bool fuse = env_switch_on("KILN_NORM_LINEAR");
+  LinearArgs args = fuse && x.is_cuda() && rows == 1 && cols > 0 ? decode_args(x, weight, o, 1, cols) : LinearArgs{};
+  if (args.out.defined()) {
+    args.swiglu = silu_and_mul;
+    args.norm_weight = norm_weight.contiguous();
+    args.eps = static_cast<float>(eps);
+    if (given(residual)) {
+      args.residual = residual->reshape({1, K});
+      if (args.residual.stride(1) != 1) args.residual = args.residual.contiguous();
+      args.residual_out = Tensor::empty({1, K}, x.dtype(), x.device());
+    }
+    if (want_normed) args.normed_out = Tensor::empty({1, K}, x.dtype(), x.device());
+    const int64_t vec = 16 / static_cast<int64_t>(weight.itemsize());  // weight elements a 16-byte load
+    // the kernel holds the row as float32 in 48 KB of shared memory at most
+    const bool aligned = K % vec == 0 && K <= 12288 && rows_vector_aligned(args.weight, 1) &&
+                         rows_vector_aligned(args.x, 1) &&
+                         rows_vector_aligned(args.norm_weight, 0) &&
+                         (!args.residual.defined() || rows_vector_aligned(args.residual, 1));
+    if (aligned) {
+      KILN_ON_DEVICE(x.device(), linear_rows, args);
+      Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+      out_shape.push_back(cols);
+      return {args.out.view(out_shape), given(residual) ? args.residual_out.view(x.shape()) : x,
+              want_normed ? args.normed_out.view(x.shape()) : Tensor()};
+    }
+  }
+  // the ops in sequence: the CPU, several rows, or rows the kernel's vector loads cannot take
+  Tensor h, sum = x;
+  if (given(residual)) std::tie(h, sum) = rms_norm_residual(x, *residual, norm_weight, eps);
+  else h = rms_norm(x, norm_weight, eps);
+  Tensor out = silu_and_mul ? linear_silu_and_mul(h, weight, bias, weight_scale) : linear(h, weight, bias, weight_scale);
+  return {out, sum, want_normed ? h : Tensor()};
 }
 
 }  // namespace kiln

@@ -318,6 +318,18 @@ void bind_ops(py::module_& m) {
     return sample(logits, temperature, top_k, top_p, g);
   }, arg("logits"), arg("temperature") = 1.0, arg("top_k") = 0, arg("top_p") = 1.0, arg("generator") = none,
      "a token id per row of logits: softmax(logits / temperature), top-k, then top-p, one seeded draw per row");
+  m.def("rms_norm_linear", [](const Tensor& x, std::optional<Tensor> residual, const Tensor& norm_weight, double eps,
+                              const Tensor& w, std::optional<Tensor> bias, std::optional<Tensor> scale, bool silu,
+                              bool want_normed) {
+    RmsNormLinear r;
+    {
+      py::gil_scoped_release release;
+      r = rms_norm_linear(x, residual, norm_weight, eps, w, bias, scale, silu, want_normed);
+    }
+    return py::make_tuple(r.out, r.sum, r.normed.defined() ? py::cast(r.normed) : py::none());
+  }, arg("input"), arg("residual"), arg("norm_weight"), arg("eps"), arg("weight"), arg("bias") = none, py::kw_only(),
+     arg("weight_scale") = none, arg("silu_and_mul") = false, arg("want_normed") = false,
+     "(linear(rms_norm(input + residual)), input + residual, the normalised rows or None); one kernel for a row on CUDA");
   m.def("rms_norm_residual", [](const Tensor& x, const Tensor& r, const Tensor& w, double eps) {
     return pair_without_gil([&] { return rms_norm_residual(x, r, w, eps); });
   }, arg("input"), arg("residual"), arg("weight"), arg("eps"));

@@ -1,4 +1,4 @@
-"""rms_norm (+residual), layer_norm, silu_and_mul and apply_rotary on the CPU against numpy formulas."""
+"""rms_norm (+residual, and fused before a projection: rms_norm_linear), layer_norm, silu_and_mul and apply_rotary on the CPU against numpy formulas."""
 import unittest
 
 import numpy as np
@@ -24,6 +24,41 @@ def rope_ref(x, cos, sin, interleaved):
 
 
 class LayerOps(unittest.TestCase):
+    def test_rms_norm_linear(self):
+        # float32 rows (one and several), with and without the residual, plain and SwiGLU
+        def ref(x, r, g, w, eps, silu):
+            s = x.astype(np.float64) + (0 if r is None else r)
+            h = s / np.sqrt((s * s).mean(-1, keepdims=True) + eps) * g
+            y = h @ w.astype(np.float64).T
+            if silu:
+                half = w.shape[0] // 2
+                gate, up = y[..., :half], y[..., half:]
+                y = gate / (1 + np.exp(-gate)) * up
+            return y, s, h
+
+        for rows in ((1,), (3,), (2, 2)):
+            x = RNG.standard_normal(rows + (64,)).astype(np.float32)
+            r = RNG.standard_normal(rows + (64,)).astype(np.float32)
+            g = RNG.standard_normal(64).astype(np.float32)
+            w = RNG.standard_normal((48, 64)).astype(np.float32) / 8
+            for res in (r, None):
+                for silu in (False, True):
+                    out, s, h = kiln.rms_norm_linear(kiln.tensor(x), None if res is None else kiln.tensor(res),
+                                                     kiln.tensor(g), 1e-6, kiln.tensor(w), silu_and_mul=silu,
+                                                     want_normed=True)
+                    want_y, want_s, want_h = ref(x, res, g, w, 1e-6, silu)
+                    np.testing.assert_allclose(np.from_dlpack(out), want_y, rtol=1e-4, atol=1e-4)
+                    np.testing.assert_allclose(np.from_dlpack(s), want_s, rtol=1e-6, atol=1e-6)
+                    np.testing.assert_allclose(np.from_dlpack(h), want_h, rtol=1e-5, atol=1e-5)
+        out, s, h = kiln.rms_norm_linear(kiln.tensor(x), None, kiln.tensor(g), 1e-6, kiln.tensor(w))
+        self.assertIsNone(h)
+        with self.assertRaisesRegex(RuntimeError, r"norm_weight must be \[64\]"):
+            kiln.rms_norm_linear(kiln.tensor(x), None, kiln.tensor(g[:32]), 1e-6, kiln.tensor(w))
+        with self.assertRaisesRegex(RuntimeError, "residual must match the input"):
+            kiln.rms_norm_linear(kiln.tensor(x), kiln.tensor(r[..., :32]), kiln.tensor(g), 1e-6, kiln.tensor(w))
+        with self.assertRaisesRegex(RuntimeError, "out_features must be even"):
+            kiln.rms_norm_linear(kiln.tensor(x), None, kiln.tensor(g), 1e-6, kiln.tensor(w[:47]), silu_and_mul=True)
+
     def test_layer_norm(self):
         def ref(x, shape, w=None, b=None, eps=1e-5):
             axes = tuple(range(x.ndim - len(shape), x.ndim))

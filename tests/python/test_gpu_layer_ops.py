@@ -3,11 +3,42 @@ import unittest
 
 import kiln
 import kiln.nn.functional as KF
-from gpu_common import DEV, HAVE, TorchParityBase, k, torch
+from gpu_common import DEV, HAVE, T, TorchParityBase, k, torch
 
 
 @unittest.skipUnless(HAVE, "needs torch with CUDA and a CUDA device for kiln")
 class LayerOps(TorchParityBase):
+    def test_rms_norm_linear_against_torch(self):
+        # one row: the fused kernel (several warps a row for the narrow router shapes); fp8
+        # weights with per-row scales; SwiGLU; and rows it does not take (two rows, an odd K)
+        F = torch.nn.functional
+        cases = [(1, 2048, 5120, False), (1, 2048, 128, False), (1, 2048, 1536, True), (1, 4096, 2048, False),
+                 (1, 1024, 151, False), (2, 2048, 512, False), (1, 1001, 64, False)]
+        for dt in (torch.bfloat16, torch.float32):
+            tol = 1e-4 if dt == torch.float32 else 2e-2
+            for rows, K, N, silu in cases:
+                x, r = torch.randn(rows, K, device=DEV, dtype=dt), torch.randn(rows, K, device=DEV, dtype=dt)
+                g = torch.rand(K, device=DEV, dtype=dt) + 0.5
+                w = torch.randn(N, K, device=DEV, dtype=dt) / K ** 0.5
+                for res in (r, None):
+                    s = x if res is None else x + res
+                    h = F.rms_norm(s.float(), (K,), g.float(), 1e-6)
+                    y = h @ w.float().t()
+                    if silu:
+                        y = F.silu(y[:, :N // 2]) * y[:, N // 2:]
+                    msg = f"{dt} rows={rows} K={K} N={N} silu={silu} residual={res is not None}"
+                    out, ks, kh = kiln.rms_norm_linear(k(x), None if res is None else k(res), k(g), 1e-6, k(w),
+                                                       silu_and_mul=silu, want_normed=True)
+                    self.assertSame(ks, s, msg=msg)
+                    self.assertSame(kh, h.to(dt), rtol=tol, atol=tol, msg=msg)
+                    torch.testing.assert_close(T(out).float(), y, rtol=tol, atol=tol, msg=msg)
+                if dt == torch.bfloat16 and not silu:  # fp8 weights, per-row scales
+                    w8, sc = kiln.quantize_fp8_rows(k(w))
+                    out, _, _ = kiln.rms_norm_linear(k(x), k(r), k(g), 1e-6, w8, weight_scale=sc)
+                    wd = T(w8).float() * T(sc)[:, None]
+                    y = F.rms_norm((x + r).float(), (K,), g.float(), 1e-6) @ wd.t()
+                    torch.testing.assert_close(T(out).float(), y, rtol=tol, atol=tol, msg=f"fp8 K={K} N={N}")
+
     def test_against_torch(self):
         F = torch.nn.functional
         for dt in (torch.float32, torch.bfloat16, torch.float16):
