@@ -8,45 +8,70 @@ and the increments add up to the step. "idle before" is time with no kernel runn
 
     PYTHONPATH=<kiln module> python3 bench/decode_critical_path.py bench/configs/qwen3-30b-a3b.json bf16 128
 """
+import argparse
 import collections
 import json
-import sys
 
-import torch
-from torch.profiler import ProfilerActivity, profile
 
-import kiln
+def short_name(name):
+    """A kernel's name without kiln's namespaces and its parameter list."""
+    return name.replace("void kiln::cuda_backend::(anonymous namespace)::", "").replace("kiln::", "").split("(")[0][:60]
 
-cfg, dtype, ctx = sys.argv[1], sys.argv[2], int(sys.argv[3])
-model = kiln.Qwen3Model.random(cfg, "cuda", dtype, max_context=ctx + 64)
-model.forward(list(range(ctx)))
-tok = [1]
-for _ in range(5): kiln.argmax(model.forward(tok)).item()
-torch.cuda.synchronize()
-steps = 4
-with profile(activities=[ProfilerActivity.CUDA]) as p:
-    for _ in range(steps): kiln.argmax(model.forward(tok)).item()
-p.export_chrome_trace("/tmp/tl.json")
-ev = [e for e in json.load(open("/tmp/tl.json"))["traceEvents"] if e.get("cat") == "kernel"]
-ev.sort(key=lambda e: e["ts"])
-inc, cnt, own = collections.defaultdict(float), collections.Counter(), collections.defaultdict(float)
-last_end, gaps = None, 0.0
-gap_before = collections.defaultdict(float)
-prev = None
-for e in ev:
-    s, d = e["ts"], e["dur"]
-    end = s + d
-    short = e["name"].replace("void kiln::cuda_backend::(anonymous namespace)::", "").replace("kiln::", "").split("(")[0][:60]
-    if last_end is None: last_end = s
-    if s > last_end:
-        gaps += s - last_end  # idle: nothing running
-        gap_before[short] += s - last_end
-    inc[short] += max(0.0, end - max(last_end, s)) + max(0.0, s - last_end)
-    cnt[short] += 1
-    own[short] += d
-    last_end = max(last_end, end)
-total = sum(inc.values())
-print(f"{cfg} {dtype} ctx {ctx}: {len(ev)/steps:.0f} kernels a step, critical path {total/steps:.0f} us a step (idle gaps {gaps/steps:.0f} us)")
-print(f"{'kernel':60s} {'n/step':>7s} {'incr us/step':>12s} {'incr/call':>9s} {'own/call':>9s} {'idle before/step':>16s}")
-for k, v in sorted(inc.items(), key=lambda kv: -kv[1]):
-    print(f"{k:60s} {cnt[k]/steps:7.0f} {v/steps:12.1f} {v/cnt[k]:9.2f} {own[k]/cnt[k]:9.2f} {gap_before[k]/steps:16.1f}")
+
+def critical_path(kernels):
+    """kernels: (name, start, duration) in any order. Returns ({name: [calls, increment,
+    own time, idle before]}, the total of the increments, the idle time): a kernel's
+    increment is how far its end moves the latest end of the kernels that started
+    before it, plus the idle time before it; the increments add up to the span."""
+    rows = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+    last_end, idle = None, 0.0
+    for name, start, dur in sorted(kernels, key=lambda k: k[1]):
+        end = start + dur
+        if last_end is None:
+            last_end = start
+        row = rows[name]
+        gap = max(0.0, start - last_end)  # nothing running
+        row[0] += 1
+        row[1] += max(0.0, end - max(last_end, start)) + gap
+        row[2] += dur
+        row[3] += gap
+        idle += gap
+        last_end = max(last_end, end)
+    return dict(rows), sum(r[1] for r in rows.values()), idle
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config")
+    ap.add_argument("dtype", nargs="?", default="bf16")
+    ap.add_argument("context", nargs="?", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=4)
+    args = ap.parse_args()
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    import kiln
+
+    model = kiln.Qwen3Model.random(args.config, "cuda", args.dtype, max_context=args.context + 64)
+    model.forward(list(range(args.context)))
+    tok = [1]
+    for _ in range(5):
+        kiln.argmax(model.forward(tok)).item()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(args.steps):
+            kiln.argmax(model.forward(tok)).item()
+    p.export_chrome_trace("/tmp/kiln_decode_trace.json")
+    with open("/tmp/kiln_decode_trace.json") as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("cat") == "kernel"]
+    rows, total, idle = critical_path([(short_name(e["name"]), e["ts"], e["dur"]) for e in events])
+    n = args.steps
+    print(f"{args.config} {args.dtype} ctx {args.context}: {len(events) / n:.0f} kernels a step, critical path "
+          f"{total / n:.0f} us a step (idle gaps {idle / n:.0f} us)")
+    print(f"{'kernel':60s} {'n/step':>7s} {'incr us/step':>12s} {'incr/call':>9s} {'own/call':>9s} {'idle before/step':>16s}")
+    for name, (calls, inc, own, gap) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+        print(f"{name:60s} {calls / n:7.0f} {inc / n:12.1f} {inc / calls:9.2f} {own / calls:9.2f} {gap / n:16.1f}")
+
+
+if __name__ == "__main__":
+    main()
