@@ -1,11 +1,11 @@
-"""bench/decode_critical_path.py's accounting: made-up kernel timelines with chained
+"""bench/profile_decode.py's critical-path accounting: made-up kernel timelines with chained
 (overlapping) launches and idle gaps, against increments worked out by hand."""
 import os
 import sys
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
-import decode_critical_path as cp  # noqa: E402
+import profile_decode as cp  # noqa: E402
 
 
 class CriticalPath(unittest.TestCase):
