@@ -57,6 +57,24 @@ Tensor grouped_b_scale(const char* op, const Tensor& a, const Tensor& scale, int
 
 inline bool is_compute_float(DType d) { return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16; }
 // "op: <what> <dtype> is not supported (float32, float16, bfloat16 are)" unless t has one of them.
+// An RMSNorm's operands beside its input x [..., N] (rms_norm, rms_norm_linear): the
+// weight `name` [N] of x's dtype and, when given, the residual of x's shape and dtype,
+// each on x's device.
+inline void check_rms_norm_operands(const char* op, const Tensor& x, const Tensor* residual, const Tensor* weight,
+                                    const char* name = "weight") {
+  if (weight) {
+    check_same_device(op, x, *weight);
+    const int64_t N = x.size(-1);
+    KILN_CHECK(weight->dim() == 1 && weight->size(0) == N && weight->dtype() == x.dtype(), op, ": ", name,
+               " must be [", N, "] of ", x.dtype(), ", got ", weight->dtype(), " ", weight->shape());
+  }
+  if (residual) {
+    check_same_device(op, x, *residual);
+    KILN_CHECK(residual->shape() == x.shape() && residual->dtype() == x.dtype(), op, ": residual must match the input (",
+               x.dtype(), " ", x.shape(), "), got ", residual->dtype(), " ", residual->shape());
+  }
+}
+
 inline void check_compute_float(const char* op, const Tensor& t, const char* what = "dtype") {
   KILN_CHECK(is_compute_float(t.dtype()), op, ": ", what, " ", dtype_name(t.dtype()),
              " is not supported (float32, float16, bfloat16 are)");

@@ -16,21 +16,11 @@ std::pair<Tensor, Tensor> rms_norm_impl(const Tensor& x, const Tensor* residual,
   check_compute_float(op, x);
   KILN_CHECK(x.dim() >= 1, op, ": input must have at least 1 dimension");
   const int64_t N = x.size(-1), M = N == 0 ? 0 : x.numel() / N;
-  Tensor w;
-  if (given(weight)) {
-    w = *weight;
-    check_same_device(op, x, w);
-    KILN_CHECK(w.dim() == 1 && w.size(0) == N && w.dtype() == x.dtype(), op, ": weight must be [", N, "] of ",
-               x.dtype(), ", got ", w.dtype(), " ", w.shape());
-    w = w.contiguous();
-  }
+  check_rms_norm_operands(op, x, residual, given(weight) ? &*weight : nullptr);
+  const Tensor w = given(weight) ? weight->contiguous() : Tensor();
   Tensor res, res_out;
   if (residual) {
-    res = *residual;
-    check_same_device(op, x, res);
-    KILN_CHECK(res.shape() == x.shape() && res.dtype() == x.dtype(), op, ": residual must match the input (",
-               x.dtype(), " ", x.shape(), "), got ", res.dtype(), " ", res.shape());
-    res = res.contiguous().view({M, N});
+    res = residual->contiguous().view({M, N});
     res_out = Tensor::empty(x.shape(), x.dtype(), x.device());
   }
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());

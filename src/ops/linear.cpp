@@ -154,14 +154,7 @@ RmsNormLinear rms_norm_linear(const Tensor& x, const std::optional<Tensor>& resi
   KILN_CHECK(!silu_and_mul || N % 2 == 0, op, ": with silu_and_mul the weight's out_features must be even (gate "
              "rows, then up rows), got shape ", weight.shape());
   check_defined(op, norm_weight);
-  check_same_device(op, x, norm_weight);
-  KILN_CHECK(norm_weight.dim() == 1 && norm_weight.size(0) == K && norm_weight.dtype() == x.dtype(), op,
-             ": norm_weight must be [", K, "] of ", x.dtype(), ", got ", norm_weight.dtype(), " ", norm_weight.shape());
-  if (given(residual)) {
-    check_same_device(op, x, *residual);
-    KILN_CHECK(residual->shape() == x.shape() && residual->dtype() == x.dtype(), op, ": residual must match the input (",
-               x.dtype(), " ", x.shape(), "), got ", residual->dtype(), " ", residual->shape());
-  }
+  check_rms_norm_operands(op, x, given(residual) ? &*residual : nullptr, &norm_weight, "norm_weight");
   KILN_CHECK(eps >= 0, op, ": eps must be non-negative, got ", eps);
   const int64_t cols = silu_and_mul ? N / 2 : N, rows = K == 0 ? 0 : x.numel() / K;
   // KILN_NORM_LINEAR=0: the ops in sequence everywhere (to measure the fusion, or to rule it out)
