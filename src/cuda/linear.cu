@@ -191,13 +191,13 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
       for (int o = 16; o > 0; o >>= 1) acc[r][j] += __shfl_down_sync(0xffffffffu, acc[r][j], o);
   if constexpr (NORM) {
     constexpr int XV = 16 / sizeof(X);
-    if (blockIdx.x == 0 && nrm.normed_out)  // the normalised row, as rms_norm rounds it, for the ops after this one
+    // the normalised row for the ops after this one: the row times the weight (each thread's
+    // own elements of `scaled`, as it wrote them) times 1 / rms, rounded to X
+    if (blockIdx.x == 0 && nrm.normed_out)
       for (int64_t i = static_cast<int64_t>(threadIdx.x) * XV; i < K; i += kWarps * 32 * XV) {
-        float v[XV], g[XV];
-        norm_row_values<X, XV>(x, nrm, i, false, v);
-        gemv::load_x<X, XV>(nrm.weight + i, g);
+        float v[XV];
 #pragma unroll
-        for (int e = 0; e < XV; ++e) v[e] = v[e] * inv * g[e];
+        for (int e = 0; e < XV; ++e) v[e] = scaled[i + e] * inv;
         store_x<X, XV>(nrm.normed_out + i, v);
       }
   }
