@@ -51,8 +51,9 @@ namespace {
 // length differs). No faster either (branch exp/decode-short-bucket): a one-token graph per bucket of
 // cache rows, the short bucket's attention given only that many rows and one split, so that its graph
 // has no merge kernel at all: H100, 30B bf16 at 128 context, 298.4 and 297.4 tok/s against 297.7 and
-// 292.7 with the one graph (fp8 404.7 and 399.3 against 403.1 and 394.3), within the noise; a bucket
-// of 512 or 1024 rows in one split, 4 to 10% slower at 400 and 900 positions. Also slower (H100,
+// 292.7 with the one graph (fp8 404.7 and 399.3 against 403.1 and 394.3), within the noise; at 400
+// positions a bucket of 512 or 1024 rows in one split, 5 to 8% slower, and at 900 one of 1024, 13 to
+// 18% (each warp then takes several block steps). Also slower (H100,
 // in one run): the K and V rows of each warp's first 4 (or 8) steps asked into L2 (prefetch.global.L2)
 // before the wait, so that the copies after it would hit L2: d80 4K 8.0 (8.0) against 6.7 us without, 32K 38.9
 // (43.9) against 35.9; and no change in the 30B bf16 decode, 304.6-305.8 against 304.3-305.0 tok/s.
