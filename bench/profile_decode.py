@@ -17,7 +17,6 @@ import tempfile
 import time
 
 
-
 def short_name(name):
     """A kernel's name without kiln's namespaces and its parameter list."""
     return name.replace("void kiln::cuda_backend::(anonymous namespace)::", "").replace("kiln::", "").split("(")[0][:60]

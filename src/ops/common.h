@@ -57,6 +57,11 @@ Tensor grouped_b_scale(const char* op, const Tensor& a, const Tensor& scale, int
 
 inline bool is_compute_float(DType d) { return d == DType::Float32 || d == DType::Float16 || d == DType::BFloat16; }
 // "op: <what> <dtype> is not supported (float32, float16, bfloat16 are)" unless t has one of them.
+inline void check_compute_float(const char* op, const Tensor& t, const char* what = "dtype") {
+  KILN_CHECK(is_compute_float(t.dtype()), op, ": ", what, " ", dtype_name(t.dtype()),
+             " is not supported (float32, float16, bfloat16 are)");
+}
+
 // An RMSNorm's operands beside its input x [..., N] (rms_norm, rms_norm_linear): the
 // weight `name` [N] of x's dtype and, when given, the residual of x's shape and dtype,
 // each on x's device.
@@ -73,11 +78,6 @@ inline void check_rms_norm_operands(const char* op, const Tensor& x, const Tenso
     KILN_CHECK(residual->shape() == x.shape() && residual->dtype() == x.dtype(), op, ": residual must match the input (",
                x.dtype(), " ", x.shape(), "), got ", residual->dtype(), " ", residual->shape());
   }
-}
-
-inline void check_compute_float(const char* op, const Tensor& t, const char* what = "dtype") {
-  KILN_CHECK(is_compute_float(t.dtype()), op, ": ", what, " ", dtype_name(t.dtype()),
-             " is not supported (float32, float16, bfloat16 are)");
 }
 
 // torch.result_type for two tensors: a 0-d tensor only decides the dtype when
