@@ -218,7 +218,10 @@ __global__ void rotary_kernel(T* __restrict__ out, const T* __restrict__ x, int6
 // global loads go in three rounds, not one after another (H100, in one run against
 // the kernel that read the position first and cos and sin last: Qwen3-30B-A3B bf16
 // decode 302.2-304.1 against 299.2-301.5 tok/s, fp8 416-425 against 417.5-420.6,
-// Qwen3-8B 178.0 against 176.6).
+// Qwen3-8B 178.0 against 176.6). Reading the position, cos and sin before the
+// chained wait (the position read again after it) was no faster: bf16 300.1-300.2
+// against 298.9-299.4 tok/s, fp8 403.7-404.7 against 405.1-405.5 (branch
+// exp/early-down-rotary, H100, 128 context).
 template <class T>
 __global__ void __launch_bounds__(128)
     qkv_rotary_cache_kernel(T* __restrict__ q_out, const T* __restrict__ qkv, int64_t qkv_row, int Tn, int hq,
