@@ -132,6 +132,16 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // sits out the column loop (a named barrier of the other seven), so that if warps
 // take an SM's schedulers by index mod 4, warp 0's chain shares its scheduler with
 // no update warp of its block: contention for issue is not what slows the chain.
+// Warp 0 keeps the pivot it published in a register rather than reading it back
+// after the barrier: 124.3-124.5 us on the H100 and 121.6-121.9 on the H200 (two
+// runs of December 7; no A/B in one run, against 126.8-127.1 and 123.5 in earlier
+// ones). Slower (H200, in one run, 152.9-153.1 against 121.6-121.9 us): the update
+// threads holding their 22 columns in registers (72 registers, 4 blocks an SM), the
+// pivot row's thread storing its row to shared memory for the others under a named
+// barrier of the update warps, and only column j + 2 written back each phase:
+// fewer shared-memory wavefronts, but a test and branch a column and fewer blocks.
+// Branch exp/lu-reg-update enters the column run through a jump table instead (no
+// test a column); it is built, not yet measured.
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>
@@ -209,19 +219,20 @@ __global__ void __launch_bounds__(kLuThreads) small_lu_kernel(const T* __restric
     }
     if (live_lo) col[lane] = v_lo;
     if (live_hi) col[lane + 32] = v_hi;
+    const int published = done | (zero ? kZeroPivot : 0);
     if (lane == 0) {
-      pivot_info[c & 1] = done | (zero ? kZeroPivot : 0);
+      pivot_info[c & 1] = published;
       pivots[mat * kmin + c] = p_pos + 1;
     }
+    return published;  // warp 0 keeps it: no shared-memory read after the barrier
   };
   // The two roles run their own loops, each with one barrier a column (the same
   // barrier, as many times), so that neither carries the other's state through it.
   if (t < 32) {
-    take_column(0, -1);
+    int info_j = take_column(0, -1);
     __syncthreads();
     for (int j = 0; j + 1 < kmin; ++j) {
-      const int info_j = pivot_info[j & 1];
-      take_column(j + 1, info_j & kZeroPivot ? -1 : info_j);
+      info_j = take_column(j + 1, info_j & kZeroPivot ? -1 : info_j);
       __syncthreads();
     }
     __syncthreads();  // the update threads' phase of the last column
