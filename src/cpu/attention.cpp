@@ -6,10 +6,11 @@
 // In a decode step the linears before it stream tens of MB through the caches, so it
 // starts cold. On a 2-core Zen 4 VM (16 q / 8 kv heads, d128, bf16, from Python),
 // 128 keys: 14 us warm, 33-40 us after a 64 MB linear, 27-30 us when only its code
-// was warmed after that linear; 1 key: 5.9, 23.8 and 9.4 us. So its code's misses
-// are a few us a layer and the cache rows' the rest; rows prefetched ahead changed
-// nothing (see cpu/prefetch.h), and non-temporal prefetches in the linears, which
-// leave more of it cached, halve their speed there (64 MB: 1.0-1.2 -> 2.0-2.3 ms).
+// was warmed after that linear; 1 key, after a 64 MB sum: 5.9, 23.8 and 9.4 us. So
+// its code's misses cost a few us a layer and the cache rows' the rest. Rows
+// prefetched ahead changed nothing (see cpu/prefetch.h), and non-temporal prefetches
+// in the linears, which leave more of it cached, halve their speed there (a 64 MB
+// linear: 1.0-1.2 -> 2.0-2.3 ms).
 #include <algorithm>
 #include <cmath>
 #include <limits>
