@@ -101,7 +101,13 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
 // (H100, 4096 systems of 64, 8 columns) says why: this kernel is bound by each
 // warp's latency, not by memory or issue: 3.5 warps a scheduler, one instruction a
 // warp every 5.9 cycles, DRAM 55% busy, 3.05K instructions a system; the persistent
-// one needed 168 registers (10.4 warps an SM) and issued as slowly.
+// one needed 168 registers (10.4 warps an SM) and issued as slowly. Slower as well
+// (H100, in one run, 28.4 us for this kernel; the same bits): no triangle in shared
+// memory (3 KB a system, so 24 or 32 warps an SM), each lane loading its two rows'
+// entries of a panel from global memory as one 16-byte load a row, two panels ahead,
+// 38.0 us at 24 warps, 40.6 at 32 (64 registers, small spills), and 44.3 and 45.7
+// with an L2 bulk prefetch of each row's part of the triangle first (presumably the
+// loads, two panels ahead, still wait on the panels' chain; not profiled).
 template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                         float* __restrict__ x, int n_arg, int k, bool vec_a, bool vec_b) {
