@@ -141,7 +141,17 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // barrier of the update warps, and only column j + 2 written back each phase:
 // fewer shared-memory wavefronts, but a test and branch a column and fewer blocks.
 // Branch exp/lu-reg-update enters the column run through a jump table instead (no
-// test a column); it is built, not yet measured.
+// test a column); it was built, not measured, and is lost. Slower (H100, in one run,
+// 1024 x 64: 129.8-130.0 against 125.6-125.8 us; 792: 103.5-103.7 against 100.3-100.5;
+// 264: 43.0 against 43.4; the same bits): the update threads' columns in runs of four
+// with the last run's tail predicated off instead of the loop of single columns, and
+// pivot_info read through a shared address held in a register (ncu showed the update
+// warps recomputing the array's address each column). ncu of this kernel (H100, 1024
+// matrices, under ncu's clocks): shared memory 80% busy (21.9K wavefronts a matrix,
+// 20.4K of them the update's), 2.3 instructions issued a cycle an SM (67K a matrix,
+// 52.6K the update warps', 9.4K warp 0's), the update warps 32% of their samples at
+// the barrier and warp 0 19%, and the update loop at 22 active lanes of 32 (the rows
+// used as pivots idle): any gain has to take shared-memory traffic out of the update.
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>
