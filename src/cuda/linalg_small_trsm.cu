@@ -107,7 +107,12 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
 // entries of a panel from global memory as one 16-byte load a row, two panels ahead,
 // 38.0 us at 24 warps, 40.6 at 32 (64 registers, small spills), and 44.3 and 45.7
 // with an L2 bulk prefetch of each row's part of the triangle first (presumably the
-// loads, two panels ahead, still wait on the panels' chain; not profiled).
+// loads, two panels ahead, still wait on the panels' chain; not profiled). ncu (H100,
+// December 7) counts 3.05K instructions a system, about 1.2K of them the staging loop
+// of the triangle's 4-byte cp.async (address arithmetic and predicates a copy), yet
+// staging it with each copy one instruction, both addresses a lane base plus an
+// immediate (rows and halves unrolled at compile time, a compare only where some lanes
+// have no element), was no faster: 28.8-28.9 against 28.4-28.5 us, the same bits.
 template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                         float* __restrict__ x, int n_arg, int k, bool vec_a, bool vec_b) {
