@@ -152,7 +152,7 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // 52.6K the update warps', 9.4K warp 0's), the update warps 32% of their samples at
 // the barrier and warp 0 19%, and the update loop at 22 active lanes of 32 (the rows
 // used as pivots idle): any gain has to take shared-memory traffic out of the update.
-// That alone is not enough (H100, in one run, 1024 x 64: 142.4-142.9 against 124.9-125.2
+// Taking it out this way was slower (H100, in one run, 1024 x 64: 142.4-142.9 against 124.9-125.2
 // us; 792: 113.0-113.5 against 100.1-100.4; 264: 52.3-52.4 against 42.5-42.7; the same
 // bits for 9 shapes from 33 x 33 to 64 x 64 with zero pivots and ties, and the GPU LU
 // tests passed): the update warps deferring each even column's update and applying it

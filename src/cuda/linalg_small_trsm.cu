@@ -108,14 +108,14 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
 // 38.0 us at 24 warps, 40.6 at 32 (64 registers, small spills), and 44.3 and 45.7
 // with an L2 bulk prefetch of each row's part of the triangle first (presumably the
 // loads, two panels ahead, still wait on the panels' chain; not profiled). ncu (H100,
-// December 7) counts 3.05K instructions a system, about 1.2K of them the staging loop
+// December 7) counts 3.05K instructions a system, about 1.4K of them the staging loop
 // of the triangle's 4-byte cp.async (address arithmetic and predicates a copy), yet
 // staging it with each copy one instruction, both addresses a lane base plus an
 // immediate (rows and halves unrolled at compile time, a compare only where some lanes
 // have no element), was no faster: 28.8-28.9 against 28.4-28.5 us, the same bits.
 // Slower too (H100, in one run, 29.3-29.4 against 28.0-28.1 us, the same bits): the
-// triangle staged as four cp.async groups of 16 columns, the first block the panels
-// need first, each block's panels waiting for its group alone, and the 4 x 4 inverses
+// triangle staged as four cp.async groups of 16 columns, the block the panels need
+// first coming first, each block's panels waiting for its group alone, and the 4 x 4 inverses
 // computed from global memory meanwhile, so the substitution starts when 43% of the
 // triangle has come. Where the staging waits (ncu: 43% of the samples, 13% on the wait
 // itself) is not what sets the pace.
