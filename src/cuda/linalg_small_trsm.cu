@@ -115,10 +115,10 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
 // have no element), was no faster: 28.8-28.9 against 28.4-28.5 us, the same bits.
 // Slower too (H100, in one run, 29.3-29.4 against 28.0-28.1 us, the same bits): the
 // triangle staged as four cp.async groups of 16 columns, the block the panels need
-// first coming first, each block's panels waiting for its group alone, and the 4 x 4 inverses
-// computed from global memory meanwhile, so the substitution starts when 43% of the
-// triangle has come. Where the staging waits (ncu: 43% of the samples, 13% on the wait
-// itself) is not what sets the pace.
+// first coming first, each block's panels waiting for its group alone, and the 4 x 4
+// inverses computed from global memory meanwhile, so the substitution starts when 43%
+// of the triangle has come. Where the staging waits (ncu: 43% of the samples, 13% on
+// the wait itself) is not what sets the pace.
 template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                         float* __restrict__ x, int n_arg, int k, bool vec_a, bool vec_b) {
