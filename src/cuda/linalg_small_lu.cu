@@ -155,13 +155,14 @@ __device__ __forceinline__ float2 shfl_field(float2 x, int src) {
 // Taking it out this way was slower (H100, in one run, 1024 x 64: 142.4-142.9 against
 // 124.9-125.2 us; 792: 113.0-113.5 against 100.1-100.4; 264: 52.3-52.4 against
 // 42.5-42.7; the same bits for 9 shapes from 33 x 33 to 64 x 64 with zero pivots and
-// ties, and the GPU LU tests passed): the update warps deferring each even column's update and applying it
-// in the next phase with the odd column's (one read and write of each element for two
-// columns, the pivot row's entries brought up to date on the fly), warp 0 applying the
-// deferred update to its own column, one pivot and one barrier a column as here
-// (launch bounds asking six blocks an SM: 40 registers, small spills). Presumably the
-// update warps idle in even phases and set the pace of odd ones, whose work is longer
-// than a phase's here, so the phases' maxima add up to more (not profiled).
+// ties, and the GPU LU tests passed): the update warps deferring each even column's
+// update and applying it in the next phase with the odd column's (one read and write
+// of each element for two columns, the pivot row's entries brought up to date on the
+// fly), warp 0 applying the deferred update to its own column, one pivot and one
+// barrier a column as here (launch bounds asking six blocks an SM: 40 registers,
+// small spills). Presumably the update warps idle in even phases and set the pace of
+// odd ones, whose work is longer than a phase's here, so the phases' maxima add up to
+// more (not profiled).
 constexpr int kLuUpdateWarps = 6, kLuThreads = 32 * (kLuUpdateWarps + 1), kLuPitch = 65;
 
 template <class T>
