@@ -125,7 +125,10 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
 // staging its first triangle only once the one before had its own, so that one
 // cohort substitutes while the next stages (H100, in one run, two rounds; 8192
 // systems: 58.4, 60.4, 71.0 against 47.0). Here 512 systems (about 4 warps an SM)
-// take 6.4 us and 2048 (one wave of 16 warps an SM) 12.1.
+// take 6.4 us and 2048 (one wave of 16 warps an SM) 12.1. Built and not yet run
+// (branch exp/trsm-stream, with its A/B script): a persistent warp a block, still 16
+// an SM, the triangle packed by columns so that each panel's four columns, once its
+// update has read them, take the next system's same columns by cp.async.
 template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                         float* __restrict__ x, int n_arg, int k, bool vec_a, bool vec_b) {
