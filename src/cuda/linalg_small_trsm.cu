@@ -1,6 +1,9 @@
 // Batched triangular solves of small float32 systems (n <= 64), a system per warp
 // or, for n of 16 and 32, a right-hand side column per thread.
+#include <algorithm>
+#include <cstdlib>
 #include <type_traits>
+#include <utility>
 
 #include "cuda/common.h"
 #include "cuda/cp_async.cuh"
@@ -283,6 +286,161 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
   }
 }
 
+// EXPERIMENT (KILN_TRSM_STREAM): 64 x 64 systems with up to 8 right-hand sides, a
+// persistent warp a block solving systems blockIdx.x, + gridDim.x, ... The triangle
+// is packed by columns, so that once panel p's update has read its four columns they
+// are dead, and the next system's same columns are staged into their place while
+// this system is solved: one buffer, 16 warps an SM, the staging overlapped. An upper
+// triangle is taken in reversed order (row and column i as 63 - i), which makes it a
+// lower one.
+__device__ __forceinline__ constexpr int col_start64(int c) { return 64 * c - c * (c - 1) / 2; }
+
+// cp.async of columns 4p..4p+3 of the (reversed when UPPER) triangle of `as` (row-major
+// 64 x 64) into the column-packed tri: lane (i, t) = (lane / 4, lane % 4) takes column
+// 4p + t, rows 4p + i + 8 u.
+template <bool UPPER>
+__device__ __forceinline__ void stage_columns64(float* tri, const float* as, int p, int lane) {
+  const int j0 = 4 * p, c = j0 + lane % 4, i = lane / 4;
+#pragma unroll
+  for (int u = 0; u < (64 - j0 + 7) / 8; ++u) {
+    const int r = j0 + i + 8 * u;
+    if (r < 64 && r >= c) cp_async4(tri + col_start64(c) + r - c, as + (UPPER ? (63 - r) * 64 + 63 - c : r * 64 + c));
+  }
+}
+
+template <bool UPPER, bool UNIT>
+__global__ void __launch_bounds__(32, 16) trsm64_stream_kernel(const float* __restrict__ a,
+                                                              const float* __restrict__ bsrc, float* __restrict__ x,
+                                                              int64_t batch, int k, bool vec_b) {
+  extern __shared__ float4 trsm_smem[];
+  float4* block_inv = trsm_smem;                                // [16][4] rows of 4 x 4 inverses
+  float* X = reinterpret_cast<float*>(trsm_smem + 64);          // [64][8]: rows of B, then of X
+  float* Bs = X + 512;                                          // [64][8]: the next system's B
+  float* tri = Bs + 512;                                        // the triangle, packed by columns
+  const int lane = threadIdx.x;
+  const auto actual_row = [](int r) { return UPPER ? 63 - r : r; };
+  const auto stage_b = [&](int64_t s) {
+    const float* bs = bsrc + s * 64 * k;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = lane + 32 * h;
+      float* dst = Bs + r * 8;
+      const float* src = bs + actual_row(r) * k;
+      if (vec_b && k == 8) {
+        cp_async16(dst, src, true);
+        cp_async16(dst + 4, src + 4, true);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          if (e < k) cp_async4(dst + e, src + e);
+          else dst[e] = 0.0f;
+        }
+      }
+    }
+  };
+  int64_t sys = blockIdx.x;
+  if (sys < batch) {
+    stage_b(sys);
+#pragma unroll
+    for (int p = 0; p < 16; ++p) stage_columns64<UPPER>(tri, a + sys * 4096, p, lane);
+    cp_async_commit();
+  }
+  const int q = lane / 8, r = lane % 8;  // this lane's entry of a panel's X
+  for (; sys < batch; sys += gridDim.x) {
+    const int64_t next = sys + gridDim.x;
+    const bool has_next = next < batch;
+    const float* an = a + next * 4096;
+    cp_async_wait<0>();
+    __syncwarp();
+    float b[2][8];
+    load8(Bs + lane * 8, b[0]);
+    load8(Bs + (lane + 32) * 8, b[1]);
+    if (lane < 16) {  // the 4 x 4 diagonal block's inverse, from the column-packed triangle
+      float L[4][4], M[4][4];
+#pragma unroll
+      for (int qq = 0; qq < 4; ++qq)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          const int row = 4 * lane + qq, col = 4 * lane + c;
+          L[qq][c] = qq == c && UNIT ? 1.0f : c <= qq ? tri[col_start64(col) + row - col] : 0.0f;
+          M[qq][c] = 0.0f;
+        }
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        M[c][c] = 1.0f / L[c][c];
+#pragma unroll
+        for (int rr = 1; rr < 4 - c; ++rr) {
+          const int row = c + rr;
+          float acc = 0.0f;
+#pragma unroll
+          for (int t = 0; t < 4; ++t)
+            if (t >= c && t < row) acc = fmaf(L[row][t], M[t][c], acc);
+          M[row][c] = -acc / L[row][row];
+        }
+      }
+#pragma unroll
+      for (int qq = 0; qq < 4; ++qq) block_inv[4 * lane + qq] = make_float4(M[qq][0], M[qq][1], M[qq][2], M[qq][3]);
+    }
+    __syncwarp();  // Bs and the last diagonal block are read: both may be restaged
+    if (has_next) {
+      stage_b(next);
+      stage_columns64<UPPER>(tri, an, 15, lane);
+      cp_async_commit();
+    }
+    const auto panel = [&](auto p_tag, auto slot_tag) {
+      constexpr int p = decltype(p_tag)::value, slot = decltype(slot_tag)::value, j0 = 4 * p;
+      const int own = lane - (j0 & 31);
+      if (own >= 0 && own < 4) store8(X + (j0 + own) * 8, b[slot]);
+      __syncwarp();
+      const float4 m = block_inv[4 * p + q];
+      const float xq = fmaf(m.x, X[j0 * 8 + r], fmaf(m.y, X[(j0 + 1) * 8 + r], fmaf(m.z, X[(j0 + 2) * 8 + r],
+                                                                                      m.w * X[(j0 + 3) * 8 + r])));
+      __syncwarp();
+      X[(j0 + q) * 8 + r] = xq;
+      __syncwarp();
+      float xv[4][8];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) load8(X + (j0 + t) * 8, xv[t]);
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        if (slot == 1 && rr == 0) continue;  // rows 0..31 are all solved
+        const int row = lane + 32 * rr;
+        const bool later = row >= j0 + 4;
+        float l[4];
+#pragma unroll
+        for (int t = 0; t < 4; ++t) l[t] = later ? tri[col_start64(j0 + t) + row - (j0 + t)] : 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          b[rr][e] = fmaf(-l[0], xv[0][e], fmaf(-l[1], xv[1][e], fmaf(-l[2], xv[2][e], fmaf(-l[3], xv[3][e], b[rr][e]))));
+      }
+      if (p < 15 && has_next) {
+        __syncwarp();  // every lane has read the panel's columns
+        stage_columns64<UPPER>(tri, an, p, lane);
+        cp_async_commit();
+      }
+    };
+    [&]<int... P>(std::integer_sequence<int, P...>) {
+      (panel(std::integral_constant<int, P>{}, std::integral_constant<int, (P < 8 ? 0 : 1)>{}), ...);
+    }(std::make_integer_sequence<int, 16>{});
+    float* xs = x + sys * 64 * k;
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int row = lane + 32 * rr;
+      float v[8];
+      load8(X + row * 8, v);
+      float* dst = xs + actual_row(row) * k;
+      if (vec_b && k == 8) {
+        store8(dst, v);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (e < k) dst[e] = v[e];
+      }
+    }
+    __syncwarp();  // X is read before the next system overwrites it
+  }
+}
+
 // Substitution with a thread per right-hand side column, for n of exactly N (16 or
 // 32; A 16-byte aligned): the column's N values stay in registers and the loop over
 // rows is unrolled at compile time. A block holds `systems` systems (8 threads a
@@ -394,6 +552,18 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
                    : (unit ? small_trsm_kernel<false, true, true, 64> : small_trsm_kernel<false, false, true, 64>);
   const bool vec_a = n % 4 == 0 && ((n / 4) & (n / 4 - 1)) == 0 && aligned16(a.data_ptr());
   const bool vec_b = k % 4 == 0 && aligned16(b.data_ptr()) && aligned16(x.data_ptr());
+  if (const char* e = std::getenv("KILN_TRSM_STREAM"); e && *e == '1' && n == 64 && k <= 8 &&
+      aligned16(a.data_ptr())) {  // EXPERIMENT
+    using Stream = void (*)(const float*, const float*, float*, int64_t, int, bool);
+    const Stream sk = upper ? (unit ? trsm64_stream_kernel<true, true> : trsm64_stream_kernel<true, false>)
+                            : (unit ? trsm64_stream_kernel<false, true> : trsm64_stream_kernel<false, false>);
+    const size_t ssmem = (64 * 4 + 1024 + 2080) * sizeof(float);
+    const int64_t blocks = std::min<int64_t>(batch, resident_blocks(reinterpret_cast<const void*>(sk), 32, ssmem));
+    sk<<<static_cast<unsigned>(blocks), 32, ssmem, current_stream()>>>(a.data<float>(), b.data<float>(),
+                                                                         x.data<float>(), batch, k, vec_b);
+    KILN_CUDA_CHECK_LAUNCH();
+    return;
+  }
   kernel<<<static_cast<unsigned>(batch), 32, smem, current_stream()>>>(a.data<float>(), b.data<float>(), x.data<float>(),
                                                                         n, k, vec_a, vec_b);
   KILN_CUDA_CHECK_LAUNCH();
