@@ -34,22 +34,14 @@ __device__ __forceinline__ void store8(float* p, const float (&v)[8]) {
   reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
-// The inverse of 4 x 4 diagonal block p of the triangle (rows past n: identity),
-// its rows stored as four float4s.
-template <bool UPPER, bool UNIT>
-__device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, int p, float4* out) {
-  float L[4][4], M[4][4];
+// The inverse of a 4 x 4 lower (upper) triangle L, its rows stored as four float4s.
+template <bool UPPER>
+__device__ __forceinline__ void invert_triangle4(const float (&L)[4][4], float4* out) {
+  float M[4][4];
 #pragma unroll
   for (int q = 0; q < 4; ++q)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      const int row = 4 * p + q, col = 4 * p + c;
-      const bool inside = row < n && col < n && (UPPER ? c >= q : c <= q);
-      L[q][c] = q == c && (UNIT || !inside) ? 1.0f
-                : inside                    ? tri[row_start<UPPER>(row, n) + col]
-                                            : 0.0f;
-      M[q][c] = 0.0f;
-    }
+    for (int c = 0; c < 4; ++c) M[q][c] = 0.0f;
 #pragma unroll
   for (int cc = 0; cc < 4; ++cc) {
     const int c = UPPER ? 3 - cc : cc;
@@ -66,6 +58,72 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
   }
 #pragma unroll
   for (int q = 0; q < 4; ++q) out[q] = make_float4(M[q][0], M[q][1], M[q][2], M[q][3]);
+}
+
+// The inverse of 4 x 4 diagonal block p of the triangle (rows past n: identity),
+// its rows stored as four float4s.
+// L[q][c] = entry(row, col, q, c) for the entries of 4 x 4 diagonal block p.
+template <class Entry>
+__device__ __forceinline__ void diagonal_block4(float (&L)[4][4], int p, Entry entry) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) L[q][c] = entry(4 * p + q, 4 * p + c, q, c);
+}
+
+template <bool UPPER, bool UNIT>
+__device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, int p, float4* out) {
+  float L[4][4];
+  diagonal_block4(L, p, [&](int row, int col, int q, int c) {
+    const bool inside = row < n && col < n && (UPPER ? c >= q : c <= q);
+    return q == c && (UNIT || !inside) ? 1.0f : inside ? tri[row_start<UPPER>(row, n) + col] : 0.0f;
+  });
+  invert_triangle4<UPPER>(L, out);
+}
+
+// The first kc of the 8 floats at src (a row of X in shared memory) to dst.
+__device__ __forceinline__ void write_x_row(float* dst, const float* src, int kc, bool vec) {
+  if (vec && kc == 8) {
+    float v[8];
+    load8(src, v);
+    store8(dst, v);
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      if (e < kc) dst[e] = src[e];
+  }
+}
+
+// One panel of the blocked substitution (see small_trsm_kernel): the owner lanes
+// publish rows j0..j0+3 of B to X, lane (q, r) = (lane / 8, lane % 8) forms x[q][r] with
+// the panel's inverted diagonal block, and every lane's rows take the rank-4 update
+// with entry(rr, j0, t), its row rr's entry in column j0 + t of the triangle (0
+// where the row takes none). Row kSkip of each lane (-1: none) is all solved.
+template <int kRows, int kOwnerRow, int kSkip, class Entry>
+__device__ __forceinline__ void substitute_panel(float* X, const float4* block_inv, float (&b)[kRows][8], int p,
+                                                 int lane, int q, int r, Entry entry) {
+  const int j0 = 4 * p, own = lane - (j0 & 31);
+  if (own >= 0 && own < 4) store8(X + (j0 + own) * 8, b[kOwnerRow]);  // rows past n publish their zeros
+  __syncwarp();
+  const float4 m = block_inv[4 * p + q];
+  const float xq = fmaf(m.x, X[j0 * 8 + r], fmaf(m.y, X[(j0 + 1) * 8 + r], fmaf(m.z, X[(j0 + 2) * 8 + r],
+                                                                                  m.w * X[(j0 + 3) * 8 + r])));
+  __syncwarp();
+  X[(j0 + q) * 8 + r] = xq;
+  __syncwarp();
+  float xv[4][8];
+#pragma unroll
+  for (int t = 0; t < 4; ++t) load8(X + (j0 + t) * 8, xv[t]);
+#pragma unroll
+  for (int rr = 0; rr < kRows; ++rr) {
+    if (rr == kSkip) continue;
+    float l[4];
+#pragma unroll
+    for (int t = 0; t < 4; ++t) l[t] = entry(rr, j0, t);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      b[rr][e] = fmaf(-l[0], xv[0][e], fmaf(-l[1], xv[1][e], fmaf(-l[2], xv[2][e], fmaf(-l[3], xv[3][e], b[rr][e]))));
+  }
 }
 
 // Blocked substitution, a warp per system, eight columns of B at a time: lane l
@@ -218,34 +276,13 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
   // panel p, with its owners' slot (0: rows 0..31, 1: rows 32..63) known at compile time
   const auto panel = [&](int p, auto slot_tag) {
     constexpr int slot = decltype(slot_tag)::value;
-    const int j0 = 4 * p, own = lane - (j0 & 31);
-    if (own >= 0 && own < 4) store8(X + (j0 + own) * 8, b[slot]);  // rows past n publish their zeros
-    __syncwarp();
-    const float4 m = block_inv[4 * p + q];
-    const float xq = fmaf(m.x, X[j0 * 8 + r], fmaf(m.y, X[(j0 + 1) * 8 + r], fmaf(m.z, X[(j0 + 2) * 8 + r],
-                                                                                    m.w * X[(j0 + 3) * 8 + r])));
-    __syncwarp();
-    X[(j0 + q) * 8 + r] = xq;
-    __syncwarp();
-    float xv[4][8];
-#pragma unroll
-    for (int t = 0; t < 4; ++t) load8(X + (j0 + t) * 8, xv[t]);
-#pragma unroll
-    for (int rr = 0; rr < kRows; ++rr) {
-      // the other slot's rows are all solved once the substitution has passed them
-      if (TWO_ROWS && (UPPER ? slot == 0 && rr == 1 : slot == 1 && rr == 0)) continue;
-      const int row = lane + 32 * rr;
+    // the other slot's rows are all solved once the substitution has passed them
+    constexpr int skip = !TWO_ROWS ? -1 : UPPER ? (slot == 0 ? 1 : -1) : (slot == 1 ? 0 : -1);
+    substitute_panel<kRows, slot, skip>(X, block_inv, b, p, lane, q, r, [&](int rr, int j0, int t) {
+      const int row = lane + 32 * rr, c = j0 + t;
       const bool later = row < n && (UPPER ? row < j0 : row >= j0 + 4);
-      float l[4];
-#pragma unroll
-      for (int t = 0; t < 4; ++t) {
-        const int c = j0 + t;
-        l[t] = later && c < n ? tri[starts[rr] + c] : 0.0f;
-      }
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        b[rr][e] = fmaf(-l[0], xv[0][e], fmaf(-l[1], xv[1][e], fmaf(-l[2], xv[2][e], fmaf(-l[3], xv[3][e], b[rr][e]))));
-    }
+      return later && c < n ? tri[starts[rr] + c] : 0.0f;
+    });
   };
   using Slot0 = std::integral_constant<int, 0>;
   using Slot1 = std::integral_constant<int, TWO_ROWS ? 1 : 0>;
@@ -270,17 +307,7 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
     for (int rr = 0; rr < kRows; ++rr) {
       const int row = lane + 32 * rr;
       if (row >= n) continue;
-      const float* src = X + row * 8;
-      float* dst = xs + row * k + c0;
-      if (vec_b && kc == 8) {
-        float v[8];
-        load8(src, v);
-        store8(dst, v);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          if (e < kc) dst[e] = src[e];
-      }
+      write_x_row(xs + row * k + c0, X + row * 8, kc, vec_b);
     }
     __syncwarp();  // X is read before the next columns overwrite it
   }
@@ -356,30 +383,11 @@ __global__ void __launch_bounds__(32, 16) trsm64_stream_kernel(const float* __re
     load8(Bs + lane * 8, b[0]);
     load8(Bs + (lane + 32) * 8, b[1]);
     if (lane < 16) {  // the 4 x 4 diagonal block's inverse, from the column-packed triangle
-      float L[4][4], M[4][4];
-#pragma unroll
-      for (int qq = 0; qq < 4; ++qq)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) {
-          const int row = 4 * lane + qq, col = 4 * lane + c;
-          L[qq][c] = qq == c && UNIT ? 1.0f : c <= qq ? tri[col_start64(col) + row - col] : 0.0f;
-          M[qq][c] = 0.0f;
-        }
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        M[c][c] = 1.0f / L[c][c];
-#pragma unroll
-        for (int rr = 1; rr < 4 - c; ++rr) {
-          const int row = c + rr;
-          float acc = 0.0f;
-#pragma unroll
-          for (int t = 0; t < 4; ++t)
-            if (t >= c && t < row) acc = fmaf(L[row][t], M[t][c], acc);
-          M[row][c] = -acc / L[row][row];
-        }
-      }
-#pragma unroll
-      for (int qq = 0; qq < 4; ++qq) block_inv[4 * lane + qq] = make_float4(M[qq][0], M[qq][1], M[qq][2], M[qq][3]);
+      float L[4][4];
+      diagonal_block4(L, lane, [&](int row, int col, int q, int c) {
+        return q == c && UNIT ? 1.0f : c <= q ? tri[col_start64(col) + row - col] : 0.0f;
+      });
+      invert_triangle4<false>(L, block_inv + 4 * lane);
     }
     __syncwarp();  // Bs and the last diagonal block are read: both may be restaged
     if (has_next) {
@@ -388,31 +396,11 @@ __global__ void __launch_bounds__(32, 16) trsm64_stream_kernel(const float* __re
       cp_async_commit();
     }
     const auto panel = [&](auto p_tag, auto slot_tag) {
-      constexpr int p = decltype(p_tag)::value, slot = decltype(slot_tag)::value, j0 = 4 * p;
-      const int own = lane - (j0 & 31);
-      if (own >= 0 && own < 4) store8(X + (j0 + own) * 8, b[slot]);
-      __syncwarp();
-      const float4 m = block_inv[4 * p + q];
-      const float xq = fmaf(m.x, X[j0 * 8 + r], fmaf(m.y, X[(j0 + 1) * 8 + r], fmaf(m.z, X[(j0 + 2) * 8 + r],
-                                                                                      m.w * X[(j0 + 3) * 8 + r])));
-      __syncwarp();
-      X[(j0 + q) * 8 + r] = xq;
-      __syncwarp();
-      float xv[4][8];
-#pragma unroll
-      for (int t = 0; t < 4; ++t) load8(X + (j0 + t) * 8, xv[t]);
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        if (slot == 1 && rr == 0) continue;  // rows 0..31 are all solved
+      constexpr int p = decltype(p_tag)::value, slot = decltype(slot_tag)::value;
+      substitute_panel<2, slot, slot == 1 ? 0 : -1>(X, block_inv, b, p, lane, q, r, [&](int rr, int j0, int t) {
         const int row = lane + 32 * rr;
-        const bool later = row >= j0 + 4;
-        float l[4];
-#pragma unroll
-        for (int t = 0; t < 4; ++t) l[t] = later ? tri[col_start64(j0 + t) + row - (j0 + t)] : 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          b[rr][e] = fmaf(-l[0], xv[0][e], fmaf(-l[1], xv[1][e], fmaf(-l[2], xv[2][e], fmaf(-l[3], xv[3][e], b[rr][e]))));
-      }
+        return row >= j0 + 4 ? tri[col_start64(j0 + t) + row - (j0 + t)] : 0.0f;
+      });
       if (p < 15 && has_next) {
         __syncwarp();  // every lane has read the panel's columns
         stage_columns64<UPPER>(tri, an, p, lane);
@@ -426,16 +414,7 @@ __global__ void __launch_bounds__(32, 16) trsm64_stream_kernel(const float* __re
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
       const int row = lane + 32 * rr;
-      float v[8];
-      load8(X + row * 8, v);
-      float* dst = xs + actual_row(row) * k;
-      if (vec_b && k == 8) {
-        store8(dst, v);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e)
-          if (e < k) dst[e] = v[e];
-      }
+      write_x_row(xs + actual_row(row) * k, X + row * 8, k, vec_b);
     }
     __syncwarp();  // X is read before the next system overwrites it
   }
