@@ -60,8 +60,6 @@ __device__ __forceinline__ void invert_triangle4(const float (&L)[4][4], float4*
   for (int q = 0; q < 4; ++q) out[q] = make_float4(M[q][0], M[q][1], M[q][2], M[q][3]);
 }
 
-// The inverse of 4 x 4 diagonal block p of the triangle (rows past n: identity),
-// its rows stored as four float4s.
 // L[q][c] = entry(row, col, q, c) for the entries of 4 x 4 diagonal block p.
 template <class Entry>
 __device__ __forceinline__ void diagonal_block4(float (&L)[4][4], int p, Entry entry) {
@@ -71,6 +69,8 @@ __device__ __forceinline__ void diagonal_block4(float (&L)[4][4], int p, Entry e
     for (int c = 0; c < 4; ++c) L[q][c] = entry(4 * p + q, 4 * p + c, q, c);
 }
 
+// The inverse of 4 x 4 diagonal block p of the triangle (rows past n: identity),
+// its rows stored as four float4s.
 template <bool UPPER, bool UNIT>
 __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, int p, float4* out) {
   float L[4][4];
