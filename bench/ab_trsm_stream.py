@@ -1,5 +1,7 @@
-# On the GPU machine (after scripts/gpu-run.sh none; see scripts/ab-trsm-stream.sh). A/B of the n = 64 triangular-solve kernels (KILN_TRSM_STREAM: 0 a block a system; 1 the
-# persistent kernel streaming the next system's columns) in one process: bits, then time.
+"""The two 64 x 64 triangular-solve kernels side by side in one process (KILN_TRSM_STREAM:
+0 small_trsm_kernel, a block a system; 1 trsm64_stream_kernel, persistent, streaming the next
+system's columns): bits and error against fp64, then time against torch. Run on the GPU
+machine by scripts/ab-trsm-stream.sh."""
 import os, sys
 sys.path.insert(0, "bench")
 import torch

@@ -1,7 +1,7 @@
 #!/bin/bash
-# On the GPU machine, with .gpu/bundle.tar.xz from this branch (scripts/gpu-bundle.sh cli) carried:
-# the stream kernel against the kept one (bits, error against fp64, time), then the GPU linalg
-# tests with it on.
+# On the GPU machine, with .gpu/bundle.tar.xz (scripts/gpu-bundle.sh cli) carried: the
+# 64 x 64 triangular solve's stream kernel against the kept one (bench/ab_trsm_stream.py),
+# then the GPU linalg tests with it on.
 scripts/gpu-run.sh none >/dev/null 2>&1; G=/tmp/kiln-gpu
 export LD_LIBRARY_PATH=$G/lib:$(dirname $(command -v nvcc))/../targets/x86_64-linux/lib PYTHONPATH=$G/python:tests/python
 nvidia-smi --query-gpu=name --format=csv,noheader

@@ -186,10 +186,8 @@ __device__ __forceinline__ void substitute_panel(float* X, const float4* block_i
 // staging its first triangle only once the one before had its own, so that one
 // cohort substitutes while the next stages (H100, in one run, two rounds; 8192
 // systems: 58.4, 60.4, 71.0 against 47.0). Here 512 systems (about 4 warps an SM)
-// take 6.4 us and 2048 (one wave of 16 warps an SM) 12.1. Built and not yet run
-// (branch exp/trsm-stream, with its A/B script): a persistent warp a block, still 16
-// an SM, the triangle packed by columns so that each panel's four columns, once its
-// update has read them, take the next system's same columns by cp.async.
+// take 6.4 us and 2048 (one wave of 16 warps an SM) 12.1. Built and not yet run on
+// a GPU: trsm64_stream_kernel below.
 template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                         float* __restrict__ x, int n_arg, int k, bool vec_a, bool vec_b) {
@@ -313,13 +311,15 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
   }
 }
 
-// EXPERIMENT (KILN_TRSM_STREAM): 64 x 64 systems with up to 8 right-hand sides, a
-// persistent warp a block solving systems blockIdx.x, + gridDim.x, ... The triangle
-// is packed by columns, so that once panel p's update has read its four columns they
-// are dead, and the next system's same columns are staged into their place while
-// this system is solved: one buffer, 16 warps an SM, the staging overlapped. An upper
-// triangle is taken in reversed order (row and column i as 63 - i), which makes it a
-// lower one.
+// 64 x 64 systems with up to 8 right-hand sides, a persistent warp a block solving
+// systems blockIdx.x, + gridDim.x, ... The triangle is packed by columns, so that
+// once panel p's update has read its four columns they are dead, and the next
+// system's same columns are staged into their place while this system is solved: one
+// buffer, 16 warps an SM, the staging overlapped. An upper triangle is taken in
+// reversed order (row and column i as 63 - i), which makes it a lower one. Not yet
+// run on a GPU, so off unless KILN_TRSM_STREAM=1, read at each call so that
+// bench/ab_trsm_stream.py can alternate it with the kernel above in one process; if
+// it wins there, it becomes the default for n = 64, k <= 8 and the switch goes.
 __device__ __forceinline__ constexpr int col_start64(int c) { return 64 * c - c * (c - 1) / 2; }
 
 // cp.async of columns 4p..4p+3 of the (reversed when UPPER) triangle of `as` (row-major
@@ -532,7 +532,7 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
   const bool vec_a = n % 4 == 0 && ((n / 4) & (n / 4 - 1)) == 0 && aligned16(a.data_ptr());
   const bool vec_b = k % 4 == 0 && aligned16(b.data_ptr()) && aligned16(x.data_ptr());
   if (const char* e = std::getenv("KILN_TRSM_STREAM"); e && *e == '1' && n == 64 && k <= 8 &&
-      aligned16(a.data_ptr())) {  // EXPERIMENT
+      aligned16(a.data_ptr())) {  // see trsm64_stream_kernel
     using Stream = void (*)(const float*, const float*, float*, int64_t, int, bool);
     const Stream sk = upper ? (unit ? trsm64_stream_kernel<true, true> : trsm64_stream_kernel<true, false>)
                             : (unit ? trsm64_stream_kernel<false, true> : trsm64_stream_kernel<false, false>);
