@@ -320,7 +320,11 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
 // run on a GPU, so off unless KILN_TRSM_STREAM=1, read at each call so that
 // bench/ab_trsm_stream.py can alternate it with the kernel above in one process; if
 // it wins there, it becomes the default for n = 64, k <= 8 and the switch goes.
-__device__ __forceinline__ constexpr int col_start64(int c) { return 64 * c - c * (c - 1) / 2; }
+// Where entry (r, c), r >= c, of a 64 x 64 lower triangle packed by columns sits.
+__device__ __forceinline__ constexpr int col_packed64(int r, int c) { return 64 * c - c * (c - 1) / 2 + r - c; }
+
+// Its shared memory, in floats: the 4 x 4 inverses, X, the next system's B, the triangle.
+constexpr int kStreamSmemFloats = 16 * 16 + 64 * 8 + 64 * 8 + 64 * 65 / 2;
 
 // cp.async of columns 4p..4p+3 of the (reversed when UPPER) triangle of `as` (row-major
 // 64 x 64) into the column-packed tri: lane (i, t) = (lane / 4, lane % 4) takes column
@@ -331,7 +335,7 @@ __device__ __forceinline__ void stage_columns64(float* tri, const float* as, int
 #pragma unroll
   for (int u = 0; u < (64 - j0 + 7) / 8; ++u) {
     const int r = j0 + i + 8 * u;
-    if (r < 64 && r >= c) cp_async4(tri + col_start64(c) + r - c, as + (UPPER ? (63 - r) * 64 + 63 - c : r * 64 + c));
+    if (r < 64 && r >= c) cp_async4(tri + col_packed64(r, c), as + (UPPER ? (63 - r) * 64 + 63 - c : r * 64 + c));
   }
 }
 
@@ -385,7 +389,7 @@ __global__ void __launch_bounds__(32, 16) trsm64_stream_kernel(const float* __re
     if (lane < 16) {  // the 4 x 4 diagonal block's inverse, from the column-packed triangle
       float L[4][4];
       diagonal_block4(L, lane, [&](int row, int col, int q, int c) {
-        return q == c && UNIT ? 1.0f : c <= q ? tri[col_start64(col) + row - col] : 0.0f;
+        return q == c && UNIT ? 1.0f : c <= q ? tri[col_packed64(row, col)] : 0.0f;
       });
       invert_triangle4<false>(L, block_inv + 4 * lane);
     }
@@ -399,7 +403,7 @@ __global__ void __launch_bounds__(32, 16) trsm64_stream_kernel(const float* __re
       constexpr int p = decltype(p_tag)::value, slot = decltype(slot_tag)::value;
       substitute_panel<2, slot, slot == 1 ? 0 : -1>(X, block_inv, b, p, lane, q, r, [&](int rr, int j0, int t) {
         const int row = lane + 32 * rr;
-        return row >= j0 + 4 ? tri[col_start64(j0 + t) + row - (j0 + t)] : 0.0f;
+        return row >= j0 + 4 ? tri[col_packed64(row, j0 + t)] : 0.0f;
       });
       if (p < 15 && has_next) {
         __syncwarp();  // every lane has read the panel's columns
@@ -517,6 +521,19 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
     if (n == 16) return launch_column_trsm<16>(a, b, x, upper, unit);
     if (n == 32) return launch_column_trsm<32>(a, b, x, upper, unit);
   }
+  const bool vec_b = k % 4 == 0 && aligned16(b.data_ptr()) && aligned16(x.data_ptr());
+  if (const char* e = std::getenv("KILN_TRSM_STREAM"); e && *e == '1' && n == 64 && k <= 8 &&
+      aligned16(a.data_ptr())) {  // see trsm64_stream_kernel
+    using Stream = void (*)(const float*, const float*, float*, int64_t, int, bool);
+    const Stream sk = upper ? (unit ? trsm64_stream_kernel<true, true> : trsm64_stream_kernel<true, false>)
+                            : (unit ? trsm64_stream_kernel<false, true> : trsm64_stream_kernel<false, false>);
+    const size_t ssmem = kStreamSmemFloats * sizeof(float);
+    const int64_t blocks = std::min<int64_t>(batch, resident_blocks(reinterpret_cast<const void*>(sk), 32, ssmem));
+    sk<<<static_cast<unsigned>(blocks), 32, ssmem, current_stream()>>>(a.data<float>(), b.data<float>(),
+                                                                         x.data<float>(), batch, k, vec_b);
+    KILN_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int panels = (n + 3) / 4;  // 4 x 4 inverses, X's rows, then the packed triangle
   const size_t smem = (static_cast<size_t>(panels) * (16 + 32) + static_cast<size_t>(n) * (n + 1) / 2) * sizeof(float);
   using Kernel = void (*)(const float*, const float*, float*, int, int, bool, bool);
@@ -530,19 +547,6 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
     kernel = upper ? (unit ? small_trsm_kernel<true, true, true, 64> : small_trsm_kernel<true, false, true, 64>)
                    : (unit ? small_trsm_kernel<false, true, true, 64> : small_trsm_kernel<false, false, true, 64>);
   const bool vec_a = n % 4 == 0 && ((n / 4) & (n / 4 - 1)) == 0 && aligned16(a.data_ptr());
-  const bool vec_b = k % 4 == 0 && aligned16(b.data_ptr()) && aligned16(x.data_ptr());
-  if (const char* e = std::getenv("KILN_TRSM_STREAM"); e && *e == '1' && n == 64 && k <= 8 &&
-      aligned16(a.data_ptr())) {  // see trsm64_stream_kernel
-    using Stream = void (*)(const float*, const float*, float*, int64_t, int, bool);
-    const Stream sk = upper ? (unit ? trsm64_stream_kernel<true, true> : trsm64_stream_kernel<true, false>)
-                            : (unit ? trsm64_stream_kernel<false, true> : trsm64_stream_kernel<false, false>);
-    const size_t ssmem = (64 * 4 + 1024 + 2080) * sizeof(float);
-    const int64_t blocks = std::min<int64_t>(batch, resident_blocks(reinterpret_cast<const void*>(sk), 32, ssmem));
-    sk<<<static_cast<unsigned>(blocks), 32, ssmem, current_stream()>>>(a.data<float>(), b.data<float>(),
-                                                                         x.data<float>(), batch, k, vec_b);
-    KILN_CUDA_CHECK_LAUNCH();
-    return;
-  }
   kernel<<<static_cast<unsigned>(batch), 32, smem, current_stream()>>>(a.data<float>(), b.data<float>(), x.data<float>(),
                                                                         n, k, vec_a, vec_b);
   KILN_CUDA_CHECK_LAUNCH();
