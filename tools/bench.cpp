@@ -66,7 +66,7 @@ std::vector<Case> make_cases(Device dev, double scale, const Tensor& read_input)
   std::vector<Case> c;
   c.push_back({"copy f32 (clone)", 2 * f4, 0, [=] { x32.clone(); }});
   if (dev.is_cpu()) {  // the ceiling of a decode step (tools/ceilings.h)
-    c.push_back({"read f32 (sum past the LLC)", static_cast<double>(read_input.nbytes()), 0,
+    c.push_back({"read (words past the LLC)", static_cast<double>(read_input.nbytes()), 0,
                  [=] { run_read_ceiling(read_input); }});
   }
   c.push_back({"add f32", 3 * f4, 0, [=] { add(x32, y32); }});

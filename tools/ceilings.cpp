@@ -19,7 +19,21 @@ Tensor make_read_ceiling_input() {
   return zeros({bytes / 4}, DType::Float32, kCPU);
 }
 
-void run_read_ceiling(const Tensor& input) { (void)sum(input).item<float>(); }
+uint64_t run_read_ceiling(const Tensor& input) {
+  // eight independent ORs a pass, so that neither the add latency of a sum nor its
+  // conversions sit between the loads: only the memory sets the pace
+  const auto* words = static_cast<const uint64_t*>(input.data_ptr());
+  const int64_t n = input.nbytes() / 8;
+  uint64_t any = 0;
+#pragma omp parallel for schedule(static) reduction(| : any)
+  for (int64_t i = 0; i < n / 8 * 8; i += 8) {
+    uint64_t lanes[8];
+    for (int j = 0; j < 8; ++j) lanes[j] = words[i + j];
+    for (int j = 1; j < 8; ++j) lanes[0] |= lanes[j];
+    any |= lanes[0];
+  }
+  return any;
+}
 
 namespace {
 double median(std::vector<double> v) {

@@ -31,13 +31,17 @@ double fastest_seconds(int n, F&& f) {
 // that fits stays there across repeats, which no decode step sees.
 int64_t llc_bytes();
 
-// The CPU's read ceiling: a float32 sum over twice the last-level cache and at
-// least 512 MiB, so that every repeat reads DRAM, as a decode step reads its
-// weights (and writes almost nothing). The copy ceiling counts a write per read,
-// which a CPU streams faster than it reads (82 against 61 GB/s on a 2-core VM).
+// The CPU's read ceiling: an OR of every 64-bit word of a buffer of twice the
+// last-level cache and at least 512 MiB, on every core, so that every repeat reads
+// DRAM, as a decode step reads its weights (and writes almost nothing). A float32
+// sum read at 26-30 GB/s where this reads 30-36 (2-core Zen 5 VM, December 2026),
+// which let decode steps show 101-131% of "read". The copy ceiling counts a write
+// per read, which a CPU streams faster than it reads (82 against 61 GB/s on a
+// 2-core VM).
 Tensor make_read_ceiling_input();
-// Sums the input above; its bytes are input.nbytes().
-void run_read_ceiling(const Tensor& input);
+// Reads the input above once; its bytes are input.nbytes(). Returns the OR of its
+// words, so that the reads cannot be left out.
+uint64_t run_read_ceiling(const Tensor& input);
 
 // How close a memory-bound run comes to the read ceiling on a shared machine:
 // `pairs` times, the ceiling runs (the fastest of 3) and then `timed` (which
