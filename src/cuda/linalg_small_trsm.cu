@@ -1,7 +1,6 @@
 // Batched triangular solves of small float32 systems (n <= 64), a system per warp
 // or, for n of 16 and 32, a right-hand side column per thread.
 #include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 #include <utility>
 
@@ -186,8 +185,14 @@ __device__ __forceinline__ void substitute_panel(float* X, const float4* block_i
 // staging its first triangle only once the one before had its own, so that one
 // cohort substitutes while the next stages (H100, in one run, two rounds; 8192
 // systems: 58.4, 60.4, 71.0 against 47.0). Here 512 systems (about 4 warps an SM)
-// take 6.4 us and 2048 (one wave of 16 warps an SM) 12.1. Built and not yet run on
-// a GPU: trsm64_stream_kernel below.
+// take 6.4 us and 2048 (one wave of 16 warps an SM) 12.1. Slower as well (H100, in
+// one run, alternated; the same bits for lower triangles): a persistent warp a block
+// with the triangle packed by columns, so that the four columns a panel's update has
+// read are dead and the next system's same columns are staged into their place by
+// cp.async while this system is solved (one buffer, 16 warps an SM, the staging
+// overlapped; an upper triangle taken in reversed order as a lower one; 128
+// registers): 4096 systems 41.8-42.1 against 27.8-27.9 us, 2048 18.4 against 12.1,
+// 8192 75.9-76.0 against 47.0-47.1, 512 8.1-8.2 against 6.4 (commit 2429b9a).
 template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                         float* __restrict__ x, int n_arg, int k, bool vec_a, bool vec_b) {
@@ -311,119 +316,6 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
   }
 }
 
-// 64 x 64 systems with up to 8 right-hand sides, a persistent warp a block solving
-// systems blockIdx.x, + gridDim.x, ... The triangle is packed by columns, so that
-// once panel p's update has read its four columns they are dead, and the next
-// system's same columns are staged into their place while this system is solved: one
-// buffer, 16 warps an SM, the staging overlapped. An upper triangle is taken in
-// reversed order (row and column i as 63 - i), which makes it a lower one. Not yet
-// run on a GPU, so off unless KILN_TRSM_STREAM=1, read at each call so that
-// bench/ab_trsm_stream.py can alternate it with the kernel above in one process; if
-// it wins there, it becomes the default for n = 64, k <= 8 and the switch goes.
-// Where entry (r, c), r >= c, of a 64 x 64 lower triangle packed by columns sits.
-__device__ __forceinline__ constexpr int col_packed64(int r, int c) { return 64 * c - c * (c - 1) / 2 + r - c; }
-
-// Its shared memory, in floats: the 4 x 4 inverses, X, the next system's B, the triangle.
-constexpr int kStreamSmemFloats = 16 * 16 + 64 * 8 + 64 * 8 + 64 * 65 / 2;
-
-// cp.async of columns 4p..4p+3 of the (reversed when UPPER) triangle of `as` (row-major
-// 64 x 64) into the column-packed tri: lane (i, t) = (lane / 4, lane % 4) takes column
-// 4p + t, rows 4p + i + 8 u.
-template <bool UPPER>
-__device__ __forceinline__ void stage_columns64(float* tri, const float* as, int p, int lane) {
-  const int j0 = 4 * p, c = j0 + lane % 4, i = lane / 4;
-#pragma unroll
-  for (int u = 0; u < (64 - j0 + 7) / 8; ++u) {
-    const int r = j0 + i + 8 * u;
-    if (r < 64 && r >= c) cp_async4(tri + col_packed64(r, c), as + (UPPER ? (63 - r) * 64 + 63 - c : r * 64 + c));
-  }
-}
-
-template <bool UPPER, bool UNIT>
-__global__ void __launch_bounds__(32, 16) trsm64_stream_kernel(const float* __restrict__ a,
-                                                              const float* __restrict__ bsrc, float* __restrict__ x,
-                                                              int64_t batch, int k, bool vec_b) {
-  extern __shared__ float4 trsm_smem[];
-  float4* block_inv = trsm_smem;                                // [16][4] rows of 4 x 4 inverses
-  float* X = reinterpret_cast<float*>(trsm_smem + 64);          // [64][8]: rows of B, then of X
-  float* Bs = X + 512;                                          // [64][8]: the next system's B
-  float* tri = Bs + 512;                                        // the triangle, packed by columns
-  const int lane = threadIdx.x;
-  const auto actual_row = [](int r) { return UPPER ? 63 - r : r; };
-  const auto stage_b = [&](int64_t s) {
-    const float* bs = bsrc + s * 64 * k;
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = lane + 32 * h;
-      float* dst = Bs + r * 8;
-      const float* src = bs + actual_row(r) * k;
-      if (vec_b && k == 8) {
-        cp_async16(dst, src, true);
-        cp_async16(dst + 4, src + 4, true);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-          if (e < k) cp_async4(dst + e, src + e);
-          else dst[e] = 0.0f;
-        }
-      }
-    }
-  };
-  int64_t sys = blockIdx.x;
-  if (sys < batch) {
-    stage_b(sys);
-#pragma unroll
-    for (int p = 0; p < 16; ++p) stage_columns64<UPPER>(tri, a + sys * 4096, p, lane);
-    cp_async_commit();
-  }
-  const int q = lane / 8, r = lane % 8;  // this lane's entry of a panel's X
-  for (; sys < batch; sys += gridDim.x) {
-    const int64_t next = sys + gridDim.x;
-    const bool has_next = next < batch;
-    const float* an = a + next * 4096;
-    cp_async_wait<0>();
-    __syncwarp();
-    float b[2][8];
-    load8(Bs + lane * 8, b[0]);
-    load8(Bs + (lane + 32) * 8, b[1]);
-    if (lane < 16) {  // the 4 x 4 diagonal block's inverse, from the column-packed triangle
-      float L[4][4];
-      diagonal_block4(L, lane, [&](int row, int col, int q, int c) {
-        return q == c && UNIT ? 1.0f : c <= q ? tri[col_packed64(row, col)] : 0.0f;
-      });
-      invert_triangle4<false>(L, block_inv + 4 * lane);
-    }
-    __syncwarp();  // Bs and the last diagonal block are read: both may be restaged
-    if (has_next) {
-      stage_b(next);
-      stage_columns64<UPPER>(tri, an, 15, lane);
-      cp_async_commit();
-    }
-    const auto panel = [&](auto p_tag, auto slot_tag) {
-      constexpr int p = decltype(p_tag)::value, slot = decltype(slot_tag)::value;
-      substitute_panel<2, slot, slot == 1 ? 0 : -1>(X, block_inv, b, p, lane, q, r, [&](int rr, int j0, int t) {
-        const int row = lane + 32 * rr;
-        return row >= j0 + 4 ? tri[col_packed64(row, j0 + t)] : 0.0f;
-      });
-      if (p < 15 && has_next) {
-        __syncwarp();  // every lane has read the panel's columns
-        stage_columns64<UPPER>(tri, an, p, lane);
-        cp_async_commit();
-      }
-    };
-    [&]<int... P>(std::integer_sequence<int, P...>) {
-      (panel(std::integral_constant<int, P>{}, std::integral_constant<int, (P < 8 ? 0 : 1)>{}), ...);
-    }(std::make_integer_sequence<int, 16>{});
-    float* xs = x + sys * 64 * k;
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int row = lane + 32 * rr;
-      write_x_row(xs + actual_row(row) * k, X + row * 8, k, vec_b);
-    }
-    __syncwarp();  // X is read before the next system overwrites it
-  }
-}
-
 // Substitution with a thread per right-hand side column, for n of exactly N (16 or
 // 32; A 16-byte aligned): the column's N values stay in registers and the loop over
 // rows is unrolled at compile time. A block holds `systems` systems (8 threads a
@@ -522,18 +414,6 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
     if (n == 32) return launch_column_trsm<32>(a, b, x, upper, unit);
   }
   const bool vec_b = k % 4 == 0 && aligned16(b.data_ptr()) && aligned16(x.data_ptr());
-  if (const char* e = std::getenv("KILN_TRSM_STREAM"); e && *e == '1' && n == 64 && k <= 8 &&
-      aligned16(a.data_ptr())) {  // see trsm64_stream_kernel
-    using Stream = void (*)(const float*, const float*, float*, int64_t, int, bool);
-    const Stream sk = upper ? (unit ? trsm64_stream_kernel<true, true> : trsm64_stream_kernel<true, false>)
-                            : (unit ? trsm64_stream_kernel<false, true> : trsm64_stream_kernel<false, false>);
-    const size_t ssmem = kStreamSmemFloats * sizeof(float);
-    const int64_t blocks = std::min<int64_t>(batch, resident_blocks(reinterpret_cast<const void*>(sk), 32, ssmem));
-    sk<<<static_cast<unsigned>(blocks), 32, ssmem, current_stream()>>>(a.data<float>(), b.data<float>(),
-                                                                         x.data<float>(), batch, k, vec_b);
-    KILN_CUDA_CHECK_LAUNCH();
-    return;
-  }
   const int panels = (n + 3) / 4;  // 4 x 4 inverses, X's rows, then the packed triangle
   const size_t smem = (static_cast<size_t>(panels) * (16 + 32) + static_cast<size_t>(n) * (n + 1) / 2) * sizeof(float);
   using Kernel = void (*)(const float*, const float*, float*, int, int, bool, bool);
