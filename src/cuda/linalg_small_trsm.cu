@@ -126,6 +126,19 @@ __device__ __forceinline__ void substitute_panel(float* X, const float4* block_i
   }
 }
 
+// out = x y for 4 x 4 matrices.
+__device__ __forceinline__ void product4(const float (&x)[4][4], const float (&y)[4][4], float (&out)[4][4]) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int u = 0; u < 4; ++u) acc = fmaf(x[q][u], y[u][c], acc);
+      out[q][c] = acc;
+    }
+}
+
 // The inverse of 8 x 8 diagonal block p of a 64 x 64 triangle from its two 4 x 4
 // diagonal blocks' inverses: [A 0; C D]^-1 = [A^-1 0; -D^-1 C A^-1 D^-1] (upper:
 // [A B; 0 D]^-1 = [A^-1 -A^-1 B D^-1; 0 D^-1]); its rows stored as two float4s each.
@@ -145,29 +158,13 @@ __device__ __forceinline__ void invert_diagonal_block8(const float* tri, int p, 
                         : tri[row_start<false>(8 * p + 4 + q, 64) + 8 * p + c];
   }
   // lower: t = C A^-1, then -D^-1 t; upper: t = B D^-1, then -A^-1 t
-#pragma unroll
-  for (int q = 0; q < 4; ++q)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      float acc = 0.0f;
-#pragma unroll
-      for (int u = 0; u < 4; ++u) acc = fmaf(off[q][u], UPPER ? di[u][c] : ai[u][c], acc);
-      t[q][c] = acc;
-    }
+  product4(off, UPPER ? di : ai, t);
   float e[4][4];
-#pragma unroll
-  for (int q = 0; q < 4; ++q)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      float acc = 0.0f;
-#pragma unroll
-      for (int u = 0; u < 4; ++u) acc = fmaf(UPPER ? ai[q][u] : di[q][u], t[u][c], acc);
-      e[q][c] = -acc;
-    }
+  product4(UPPER ? ai : di, t, e);
   const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
-    const float4 eq = make_float4(e[q][0], e[q][1], e[q][2], e[q][3]);
+    const float4 eq = make_float4(-e[q][0], -e[q][1], -e[q][2], -e[q][3]);
     out[2 * q] = ai4[q], out[2 * q + 1] = UPPER ? eq : zero;
     out[2 * (q + 4)] = UPPER ? zero : eq, out[2 * (q + 4) + 1] = di4[q];
   }
