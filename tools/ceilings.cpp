@@ -20,8 +20,8 @@ Tensor make_read_ceiling_input() {
 }
 
 uint64_t run_read_ceiling(const Tensor& input) {
-  // eight independent ORs a pass, so that neither the add latency of a sum nor its
-  // conversions sit between the loads: only the memory sets the pace
+  // eight loads a pass and an OR, no float conversions or add latency between
+  // them: only the memory sets the pace
   const auto* words = static_cast<const uint64_t*>(input.data_ptr());
   const int64_t n = input.nbytes() / 8;
   uint64_t any = 0;

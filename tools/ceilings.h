@@ -49,9 +49,9 @@ uint64_t run_read_ceiling(const Tensor& input);
 // (bytes / seconds) / (the ceiling's GB/s just before). On a 2-core VM the ceiling
 // drifted between 22 and 65 GB/s within minutes, so a ratio of two measurements
 // taken apart said more about the neighbours than about the kernel. The fastest
-// of 3: a sum during which a vCPU was descheduled reads at one core's speed and
+// of 3: a read during which a vCPU was descheduled reads at one core's speed and
 // would set the bar too low (a decode step was seen streaming 37 GB/s beside a
-// single sum at 25).
+// single sum at 25, when the ceiling was a sum).
 struct ReadShare {
   double share = 0;      // median of the pairs' ratios
   double read_gbps = 0;  // median of the ceiling's runs

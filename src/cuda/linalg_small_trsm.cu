@@ -291,8 +291,8 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
   constexpr int kRows = TWO_ROWS ? 2 : 1;
   extern __shared__ float4 trsm_smem[];
   const int panels = (n + 3) / 4;
-  float4* block_inv = trsm_smem;                                      // [panels][4] rows of 4 x 4 inverses
-  float* X = reinterpret_cast<float*>(trsm_smem + (PANEL8 ? 8 : 4) * panels);  // [4 panels][8]: rows of B, then of X
+  float4* block_inv = trsm_smem;  // [panels][4] rows of 4 x 4 inverses (PANEL8: [8][8][2], of 8 x 8 ones)
+  float* X = reinterpret_cast<float*>(trsm_smem + (PANEL8 ? 8 : 4) * panels);  // [4 panels][8]: B's rows, then X's
   float* tri = X + 32 * panels;                                       // the triangle, packed by rows
   const int64_t sys = blockIdx.x;
   const int lane = threadIdx.x;
@@ -542,11 +542,13 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
   const char* p8 = std::getenv("KILN_TRSM_PANEL8");  // A/B switch, read each call
   const bool panel8 = n == 64 && p8 && *p8 == '1';
   if (panel8)
-    kernel = upper ? (unit ? small_trsm_kernel<true, true, true, 64, true> : small_trsm_kernel<true, false, true, 64, true>)
-                   : (unit ? small_trsm_kernel<false, true, true, 64, true> : small_trsm_kernel<false, false, true, 64, true>);
+    kernel = upper ? (unit ? small_trsm_kernel<true, true, true, 64, true>
+                           : small_trsm_kernel<true, false, true, 64, true>)
+                   : (unit ? small_trsm_kernel<false, true, true, 64, true>
+                           : small_trsm_kernel<false, false, true, 64, true>);
   const bool vec_a = n % 4 == 0 && ((n / 4) & (n / 4 - 1)) == 0 && aligned16(a.data_ptr());
-  kernel<<<static_cast<unsigned>(batch), 32, panel8 ? smem8 : smem, current_stream()>>>(a.data<float>(), b.data<float>(), x.data<float>(),
-                                                                        n, k, vec_a, vec_b);
+  kernel<<<static_cast<unsigned>(batch), 32, panel8 ? smem8 : smem, current_stream()>>>(
+      a.data<float>(), b.data<float>(), x.data<float>(), n, k, vec_a, vec_b);
   KILN_CUDA_CHECK_LAUNCH();
 }
 
