@@ -1,9 +1,7 @@
 // Batched triangular solves of small float32 systems (n <= 64), a system per warp
 // or, for n of 16 and 32, a right-hand side column per thread.
-#include <algorithm>
 #include <cstdlib>
 #include <type_traits>
-#include <utility>
 
 #include "cuda/common.h"
 #include "cuda/cp_async.cuh"
@@ -34,14 +32,22 @@ __device__ __forceinline__ void store8(float* p, const float (&v)[8]) {
   reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
 }
 
-// The inverse of a 4 x 4 lower (upper) triangle L, its rows stored as four float4s.
-template <bool UPPER>
-__device__ __forceinline__ void invert_triangle4(const float (&L)[4][4], float4* out) {
-  float M[4][4];
+// The inverse of 4 x 4 diagonal block p of the triangle (rows past n: identity),
+// its rows stored as four float4s.
+template <bool UPPER, bool UNIT>
+__device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, int p, float4* out) {
+  float L[4][4], M[4][4];
 #pragma unroll
   for (int q = 0; q < 4; ++q)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) M[q][c] = 0.0f;
+    for (int c = 0; c < 4; ++c) {
+      const int row = 4 * p + q, col = 4 * p + c;
+      const bool inside = row < n && col < n && (UPPER ? c >= q : c <= q);
+      L[q][c] = q == c && (UNIT || !inside) ? 1.0f
+                : inside                    ? tri[row_start<UPPER>(row, n) + col]
+                                            : 0.0f;
+      M[q][c] = 0.0f;
+    }
 #pragma unroll
   for (int cc = 0; cc < 4; ++cc) {
     const int c = UPPER ? 3 - cc : cc;
@@ -60,38 +66,11 @@ __device__ __forceinline__ void invert_triangle4(const float (&L)[4][4], float4*
   for (int q = 0; q < 4; ++q) out[q] = make_float4(M[q][0], M[q][1], M[q][2], M[q][3]);
 }
 
-// L[q][c] = entry(row, col, q, c) for the entries of 4 x 4 diagonal block p.
-template <class Entry>
-__device__ __forceinline__ void diagonal_block4(float (&L)[4][4], int p, Entry entry) {
+// b -= l . xv: a row of B takes the update from four solved rows of X.
+__device__ __forceinline__ void rank4_update(float (&b)[8], const float (&l)[4], const float (&xv)[4][8]) {
 #pragma unroll
-  for (int q = 0; q < 4; ++q)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) L[q][c] = entry(4 * p + q, 4 * p + c, q, c);
-}
-
-// The inverse of 4 x 4 diagonal block p of the triangle (rows past n: identity),
-// its rows stored as four float4s.
-template <bool UPPER, bool UNIT>
-__device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, int p, float4* out) {
-  float L[4][4];
-  diagonal_block4(L, p, [&](int row, int col, int q, int c) {
-    const bool inside = row < n && col < n && (UPPER ? c >= q : c <= q);
-    return q == c && (UNIT || !inside) ? 1.0f : inside ? tri[row_start<UPPER>(row, n) + col] : 0.0f;
-  });
-  invert_triangle4<UPPER>(L, out);
-}
-
-// The first kc of the 8 floats at src (a row of X in shared memory) to dst.
-__device__ __forceinline__ void write_x_row(float* dst, const float* src, int kc, bool vec) {
-  if (vec && kc == 8) {
-    float v[8];
-    load8(src, v);
-    store8(dst, v);
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      if (e < kc) dst[e] = src[e];
-  }
+  for (int e = 0; e < 8; ++e)
+    b[e] = fmaf(-l[0], xv[0][e], fmaf(-l[1], xv[1][e], fmaf(-l[2], xv[2][e], fmaf(-l[3], xv[3][e], b[e]))));
 }
 
 // One panel of the blocked substitution (see small_trsm_kernel): the owner lanes
@@ -120,9 +99,7 @@ __device__ __forceinline__ void substitute_panel(float* X, const float4* block_i
     float l[4];
 #pragma unroll
     for (int t = 0; t < 4; ++t) l[t] = entry(rr, j0, t);
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      b[rr][e] = fmaf(-l[0], xv[0][e], fmaf(-l[1], xv[1][e], fmaf(-l[2], xv[2][e], fmaf(-l[3], xv[3][e], b[rr][e]))));
+    rank4_update(b[rr], l, xv);
   }
 }
 
@@ -209,9 +186,7 @@ __device__ __forceinline__ void substitute_panel8(float* X, const float4* block_
       float l[4];
 #pragma unroll
       for (int t = 0; t < 4; ++t) l[t] = entry(rr, j0, 4 * h + t);
-#pragma unroll
-      for (int e = 0; e < 8; ++e)
-        b[rr][e] = fmaf(-l[0], xv[0][e], fmaf(-l[1], xv[1][e], fmaf(-l[2], xv[2][e], fmaf(-l[3], xv[3][e], b[rr][e]))));
+      rank4_update(b[rr], l, xv);
     }
   }
 }
@@ -422,7 +397,17 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
     for (int rr = 0; rr < kRows; ++rr) {
       const int row = lane + 32 * rr;
       if (row >= n) continue;
-      write_x_row(xs + row * k + c0, X + row * 8, kc, vec_b);
+      const float* src = X + row * 8;
+      float* dst = xs + row * k + c0;
+      if (vec_b && kc == 8) {
+        float v[8];
+        load8(src, v);
+        store8(dst, v);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 8; ++e)
+          if (e < kc) dst[e] = src[e];
+      }
     }
     __syncwarp();  // X is read before the next columns overwrite it
   }
@@ -525,7 +510,6 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
     if (n == 16) return launch_column_trsm<16>(a, b, x, upper, unit);
     if (n == 32) return launch_column_trsm<32>(a, b, x, upper, unit);
   }
-  const bool vec_b = k % 4 == 0 && aligned16(b.data_ptr()) && aligned16(x.data_ptr());
   const int panels = (n + 3) / 4;  // 4 x 4 inverses, X's rows, then the packed triangle
   const size_t smem = (static_cast<size_t>(panels) * (16 + 32) + static_cast<size_t>(n) * (n + 1) / 2) * sizeof(float);
   const size_t smem8 = smem + static_cast<size_t>(panels) * 16 * sizeof(float);  // PANEL8's 8 x 8 inverses
@@ -547,6 +531,7 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
                    : (unit ? small_trsm_kernel<false, true, true, 64, true>
                            : small_trsm_kernel<false, false, true, 64, true>);
   const bool vec_a = n % 4 == 0 && ((n / 4) & (n / 4 - 1)) == 0 && aligned16(a.data_ptr());
+  const bool vec_b = k % 4 == 0 && aligned16(b.data_ptr()) && aligned16(x.data_ptr());
   kernel<<<static_cast<unsigned>(batch), 32, panel8 ? smem8 : smem, current_stream()>>>(
       a.data<float>(), b.data<float>(), x.data<float>(), n, k, vec_a, vec_b);
   KILN_CUDA_CHECK_LAUNCH();
