@@ -161,6 +161,21 @@ void AccumulateF64(const float* HWY_RESTRICT in, double* HWY_RESTRICT acc, size_
   for (; j < n; ++j) acc[j] += static_cast<double>(in[j]);
 }
 
+void Accumulate4F64(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, const float* HWY_RESTRICT c,
+                    const float* HWY_RESTRICT d, double* HWY_RESTRICT acc, size_t n) {
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const size_t L = hn::Lanes(dd);
+  const auto wide = [&](const float* p, size_t j) { return hn::PromoteTo(dd, hn::LoadU(df, p + j)); };
+  size_t j = 0;
+  for (; j + L <= n; j += L) {
+    const auto s = hn::Add(hn::Add(wide(a, j), wide(b, j)), hn::Add(wide(c, j), wide(d, j)));
+    hn::StoreU(hn::Add(hn::LoadU(dd, acc + j), s), dd, acc + j);
+  }
+  for (; j < n; ++j)
+    acc[j] += (static_cast<double>(a[j]) + static_cast<double>(b[j])) + (static_cast<double>(c[j]) + static_cast<double>(d[j]));
+}
+
 void BoxMullerF32(const float* HWY_RESTRICT u1, const float* HWY_RESTRICT u2, float* HWY_RESTRICT cos_out,
                   float* HWY_RESTRICT sin_out, size_t n) {
   const hn::ScalableTag<float> d;
@@ -231,6 +246,7 @@ HWY_EXPORT(UnaryF32);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(SumF32);
 HWY_EXPORT(AccumulateF64);
+HWY_EXPORT(Accumulate4F64);
 HWY_EXPORT(BoxMullerF32);
 HWY_EXPORT(ExtremeF32);
 HWY_EXPORT(FindFirstF32);
@@ -244,6 +260,9 @@ bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool
 }
 double sum_f32(const float* in, size_t n) { return HWY_DYNAMIC_DISPATCH(SumF32)(in, n); }
 void accumulate_f64(const float* in, double* acc, size_t n) { HWY_DYNAMIC_DISPATCH(AccumulateF64)(in, acc, n); }
+void accumulate4_f64(const float* a, const float* b, const float* c, const float* d, double* acc, size_t n) {
+  HWY_DYNAMIC_DISPATCH(Accumulate4F64)(a, b, c, d, acc, n);
+}
 void box_muller_f32(const float* u1, const float* u2, float* cos_out, float* sin_out, size_t n) {
   HWY_DYNAMIC_DISPATCH(BoxMullerF32)(u1, u2, cos_out, sin_out, n);
 }

@@ -17,6 +17,9 @@ bool binary_f32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool
 double sum_f32(const float* in, size_t n);
 // acc[j] += in[j] for j < n, widened to double (column sums, one row at a time).
 void accumulate_f64(const float* in, double* acc, size_t n);
+// acc[j] += (a[j] + b[j]) + (c[j] + d[j]) in double: column sums four rows a pass, so the
+// accumulators are loaded and stored a quarter as often.
+void accumulate4_f64(const float* a, const float* b, const float* c, const float* d, double* acc, size_t n);
 // Box-Muller: radius = sqrt(-2 log u1[j]), angle = 2 pi u2[j]; cos_out[j] = radius cos(angle)
 // and sin_out[j] = radius sin(angle), for u1 in (0, 1] and u2 in [0, 1).
 void box_muller_f32(const float* u1, const float* u2, float* cos_out, float* sin_out, size_t n);
