@@ -37,26 +37,29 @@ TEST(Tensor, TransposePermuteContiguous) {
   EXPECT_THROW(iota({2, 3}).permute({0, 0}), Error);
 }
 
-// Large transposes go through the tiled copy (cpu/copy.cpp): sizes off the tile,
-// outer dims around the transposed pair, a slice's offset and step, and casts.
+// Large transposes go through the tiled copy (cpu/copy.cpp): sizes off the tile, small
+// and past a few hundred, outer dims around the transposed pair, a slice's offset and
+// step, and casts.
 TEST(Tensor, TiledTransposeCopies) {
-  const Shape shape{3, 37, 50};
-  auto t = iota(shape);
-  for (const Shape& perm : {Shape{0, 2, 1}, Shape{2, 1, 0}, Shape{1, 2, 0}, Shape{2, 0, 1}}) {
-    const auto p = t.permute(perm);
-    std::vector<int64_t> idx(3);
-    std::vector<double> want;
-    const Shape& ps = p.shape();
-    for (idx[0] = 0; idx[0] < ps[0]; ++idx[0])
-      for (idx[1] = 0; idx[1] < ps[1]; ++idx[1])
-        for (idx[2] = 0; idx[2] < ps[2]; ++idx[2]) {
-          int64_t src[3];
-          for (int d = 0; d < 3; ++d) src[perm[d]] = idx[d];
-          want.push_back(static_cast<double>((src[0] * shape[1] + src[1]) * shape[2] + src[2]));
-        }
-    EXPECT_EQ(p.contiguous().tolist<double>(), want) << perm[0] << perm[1] << perm[2];
-    EXPECT_EQ(p.to(int64).tolist<double>(), want);
-    EXPECT_EQ(p.to(bfloat16).to(float32).tolist<double>(), t.to(bfloat16).to(float32).permute(perm).contiguous().tolist<double>());
+  for (const Shape& shape : {Shape{3, 37, 50}, Shape{2, 300, 530}}) {
+    auto t = iota(shape);
+    for (const Shape& perm : {Shape{0, 2, 1}, Shape{2, 1, 0}, Shape{1, 2, 0}, Shape{2, 0, 1}}) {
+      const auto p = t.permute(perm);
+      std::vector<int64_t> idx(3);
+      std::vector<double> want;
+      const Shape& ps = p.shape();
+      for (idx[0] = 0; idx[0] < ps[0]; ++idx[0])
+        for (idx[1] = 0; idx[1] < ps[1]; ++idx[1])
+          for (idx[2] = 0; idx[2] < ps[2]; ++idx[2]) {
+            int64_t src[3];
+            for (int d = 0; d < 3; ++d) src[perm[d]] = idx[d];
+            want.push_back(static_cast<double>((src[0] * shape[1] + src[1]) * shape[2] + src[2]));
+          }
+      EXPECT_EQ(p.contiguous().tolist<double>(), want) << perm[0] << perm[1] << perm[2];
+      EXPECT_EQ(p.to(int64).tolist<double>(), want);
+      EXPECT_EQ(p.to(bfloat16).to(float32).tolist<double>(),
+                t.to(bfloat16).to(float32).permute(perm).contiguous().tolist<double>());
+    }
   }
   // a strided slice of a transpose: src stride 3 along the rows, offset 2
   auto m = iota({40, 90}).slice(1, 2, {}, 3).t();  // [30, 40], m[i, j] = j * 90 + 2 + 3 * i
