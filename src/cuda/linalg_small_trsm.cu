@@ -1,6 +1,5 @@
 // Batched triangular solves of small float32 systems (n <= 64), a system per warp
 // or, for n of 16 and 32, a right-hand side column per thread.
-#include <cstdlib>
 #include <type_traits>
 
 #include "cuda/common.h"
@@ -66,13 +65,6 @@ __device__ __forceinline__ void invert_diagonal_block(const float* tri, int n, i
   for (int q = 0; q < 4; ++q) out[q] = make_float4(M[q][0], M[q][1], M[q][2], M[q][3]);
 }
 
-// b -= l . xv: a row of B takes the update from four solved rows of X.
-__device__ __forceinline__ void rank4_update(float (&b)[8], const float (&l)[4], const float (&xv)[4][8]) {
-#pragma unroll
-  for (int e = 0; e < 8; ++e)
-    b[e] = fmaf(-l[0], xv[0][e], fmaf(-l[1], xv[1][e], fmaf(-l[2], xv[2][e], fmaf(-l[3], xv[3][e], b[e]))));
-}
-
 // One panel of the blocked substitution (see small_trsm_kernel): the owner lanes
 // publish rows j0..j0+3 of B to X, lane (q, r) = (lane / 8, lane % 8) forms x[q][r] with
 // the panel's inverted diagonal block, and every lane's rows take the rank-4 update
@@ -99,95 +91,9 @@ __device__ __forceinline__ void substitute_panel(float* X, const float4* block_i
     float l[4];
 #pragma unroll
     for (int t = 0; t < 4; ++t) l[t] = entry(rr, j0, t);
-    rank4_update(b[rr], l, xv);
-  }
-}
-
-// out = x y for 4 x 4 matrices.
-__device__ __forceinline__ void product4(const float (&x)[4][4], const float (&y)[4][4], float (&out)[4][4]) {
 #pragma unroll
-  for (int q = 0; q < 4; ++q)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) {
-      float acc = 0.0f;
-#pragma unroll
-      for (int u = 0; u < 4; ++u) acc = fmaf(x[q][u], y[u][c], acc);
-      out[q][c] = acc;
-    }
-}
-
-// The inverse of 8 x 8 diagonal block p of a 64 x 64 triangle from its two 4 x 4
-// diagonal blocks' inverses: [A 0; C D]^-1 = [A^-1 0; -D^-1 C A^-1 D^-1] (upper:
-// [A B; 0 D]^-1 = [A^-1 -A^-1 B D^-1; 0 D^-1]); its rows stored as two float4s each.
-template <bool UPPER, bool UNIT>
-__device__ __forceinline__ void invert_diagonal_block8(const float* tri, int p, float4* out) {
-  float4 ai4[4], di4[4];
-  invert_diagonal_block<UPPER, UNIT>(tri, 64, 2 * p, ai4);
-  invert_diagonal_block<UPPER, UNIT>(tri, 64, 2 * p + 1, di4);
-  float ai[4][4], di[4][4], off[4][4], t[4][4];
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    ai[q][0] = ai4[q].x, ai[q][1] = ai4[q].y, ai[q][2] = ai4[q].z, ai[q][3] = ai4[q].w;
-    di[q][0] = di4[q].x, di[q][1] = di4[q].y, di[q][2] = di4[q].z, di[q][3] = di4[q].w;
-#pragma unroll
-    for (int c = 0; c < 4; ++c)  // C (lower: rows 8p+4.., columns 8p..) or B (upper: rows 8p.., columns 8p+4..)
-      off[q][c] = UPPER ? tri[row_start<true>(8 * p + q, 64) + 8 * p + 4 + c]
-                        : tri[row_start<false>(8 * p + 4 + q, 64) + 8 * p + c];
-  }
-  // lower: t = C A^-1, then -D^-1 t; upper: t = B D^-1, then -A^-1 t
-  product4(off, UPPER ? di : ai, t);
-  float e[4][4];
-  product4(UPPER ? ai : di, t, e);
-  const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const float4 eq = make_float4(-e[q][0], -e[q][1], -e[q][2], -e[q][3]);
-    out[2 * q] = ai4[q], out[2 * q + 1] = UPPER ? eq : zero;
-    out[2 * (q + 4)] = UPPER ? zero : eq, out[2 * (q + 4) + 1] = di4[q];
-  }
-}
-
-__device__ __forceinline__ float dot4(float4 m, const float* v, float acc) {
-  return fmaf(m.x, v[0], fmaf(m.y, v[1], fmaf(m.z, v[2], fmaf(m.w, v[3], acc))));
-}
-
-// substitute_panel with panels of eight rows (64 x 64, two rows a lane): half the
-// panels, so half the chain of publish, X, publish X and read X a system, with as
-// many FMAs; lane (q, r) forms x[q][r] and x[q + 4][r] with the panel's 8 x 8
-// inverse (1 KB more shared memory a warp, still 16 warps an SM; 128 registers, no
-// spills). Checked in numpy (the block inverse and the panel order), but not yet run
-// on a GPU: off unless KILN_TRSM_PANEL8=1, read at each call so that
-// bench/ab_trsm_panel8.py can alternate it with panels of four in one process. If it
-// wins there it becomes the n = 64 kernel and the switch goes.
-template <bool UPPER, int kOwnerRow, int kSkip, class Entry>
-__device__ __forceinline__ void substitute_panel8(float* X, const float4* block_inv8, float (&b)[2][8], int p,
-                                                  int lane, int q, int r, Entry entry) {
-  const int j0 = 8 * p, own = lane - (j0 & 31);
-  if (own >= 0 && own < 8) store8(X + (j0 + own) * 8, b[kOwnerRow]);
-  __syncwarp();
-  float xs[8];
-#pragma unroll
-  for (int t = 0; t < 8; ++t) xs[t] = X[(j0 + t) * 8 + r];
-  const float4* m = block_inv8 + 2 * (8 * p + q);  // rows q (m[0], m[1]) and q + 4 (m[8], m[9])
-  const float lo = UPPER ? dot4(m[0], xs, dot4(m[1], xs + 4, 0.0f)) : dot4(m[0], xs, 0.0f);
-  const float hi = UPPER ? dot4(m[9], xs + 4, 0.0f) : dot4(m[8], xs, dot4(m[9], xs + 4, 0.0f));
-  __syncwarp();
-  X[(j0 + q) * 8 + r] = lo;
-  X[(j0 + q + 4) * 8 + r] = hi;
-  __syncwarp();
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float xv[4][8];
-#pragma unroll
-    for (int t = 0; t < 4; ++t) load8(X + (j0 + 4 * h + t) * 8, xv[t]);
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      if (rr == kSkip) continue;
-      float l[4];
-#pragma unroll
-      for (int t = 0; t < 4; ++t) l[t] = entry(rr, j0, 4 * h + t);
-      rank4_update(b[rr], l, xv);
-    }
+    for (int e = 0; e < 8; ++e)
+      b[rr][e] = fmaf(-l[0], xv[0][e], fmaf(-l[1], xv[1][e], fmaf(-l[2], xv[2][e], fmaf(-l[3], xv[3][e], b[rr][e]))));
   }
 }
 
@@ -258,16 +164,23 @@ __device__ __forceinline__ void substitute_panel8(float* X, const float4* block_
 // cp.async while this system is solved (one buffer, 16 warps an SM, the staging
 // overlapped; an upper triangle taken in reversed order as a lower one; 128
 // registers): 4096 systems 41.8-42.1 against 27.8-27.9 us, 2048 18.4 against 12.1,
-// 8192 75.9-76.0 against 47.0-47.1, 512 8.1-8.2 against 6.4 (commit 2429b9a).
-template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0, bool PANEL8 = false>
+// 8192 75.9-76.0 against 47.0-47.1, 512 8.1-8.2 against 6.4 (commit 2429b9a). Slower
+// too (H100, in one run, alternated twice; commit 4231d09, KILN_TRSM_PANEL8): panels of
+// eight rows for n = 64, half the chain of publish, X, publish X and read X a system
+// with as many FMAs, each panel's 8 x 8 inverse built once from its two 4 x 4 ones
+// (lane (q, r) forming x[q][r] and x[q + 4][r]; 1 KB more shared memory a warp, still
+// 16 warps an SM; 128 registers, no spills; correct, 2e-7 to 6e-7 from fp64 as here):
+// 4096 systems 30.9 against 28.0 us, 2048 13.8 against 12.2-12.3, 8192 51.8 against
+// 47.2, 512 7.5 against 6.6, upper 4096 31.5 against 28.1.
+template <bool UPPER, bool UNIT, bool TWO_ROWS, int NFIX = 0>
 __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restrict__ a, const float* __restrict__ bsrc,
                                                         float* __restrict__ x, int n_arg, int k, bool vec_a, bool vec_b) {
   const int n = NFIX ? NFIX : n_arg;
   constexpr int kRows = TWO_ROWS ? 2 : 1;
   extern __shared__ float4 trsm_smem[];
   const int panels = (n + 3) / 4;
-  float4* block_inv = trsm_smem;  // [panels][4] rows of 4 x 4 inverses (PANEL8: [8][8][2], of 8 x 8 ones)
-  float* X = reinterpret_cast<float*>(trsm_smem + (PANEL8 ? 8 : 4) * panels);  // [4 panels][8]: B's rows, then X's
+  float4* block_inv = trsm_smem;                                      // [panels][4] rows of 4 x 4 inverses
+  float* X = reinterpret_cast<float*>(trsm_smem + 4 * panels);        // [4 panels][8]: rows of B, then of X
   float* tri = X + 32 * panels;                                       // the triangle, packed by rows
   const int64_t sys = blockIdx.x;
   const int lane = threadIdx.x;
@@ -336,11 +249,7 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
     }
   }
   __syncwarp();
-  if constexpr (PANEL8) {
-    if (lane < 8) invert_diagonal_block8<UPPER, UNIT>(tri, lane, block_inv + 16 * lane);
-  } else {
-    for (int p = lane; p < panels; p += 32) invert_diagonal_block<UPPER, UNIT>(tri, n, p, block_inv + 4 * p);
-  }
+  for (int p = lane; p < panels; p += 32) invert_diagonal_block<UPPER, UNIT>(tri, n, p, block_inv + 4 * p);
   __syncwarp();
   const int q = lane / 8, r = lane % 8;  // this lane's entry of a panel's X
   int starts[kRows];                     // where this lane's rows start in the triangle
@@ -359,28 +268,11 @@ __global__ void __launch_bounds__(32, 16) small_trsm_kernel(const float* __restr
   };
   using Slot0 = std::integral_constant<int, 0>;
   using Slot1 = std::integral_constant<int, TWO_ROWS ? 1 : 0>;
-  // the same with panels of eight rows (PANEL8: n = 64, 0..3 owned by slot 0)
-  const auto panel8 = [&](int p, auto slot_tag) {
-    constexpr int slot = decltype(slot_tag)::value;
-    constexpr int skip = UPPER ? (slot == 0 ? 1 : -1) : (slot == 1 ? 0 : -1);
-    substitute_panel8<UPPER, slot, skip>(X, block_inv, b, p, lane, q, r, [&](int rr, int j0, int t) {
-      const int row = lane + 32 * rr;
-      return (UPPER ? row < j0 : row >= j0 + 8) ? tri[starts[rr] + j0 + t] : 0.0f;
-    });
-  };
   const int first = panels < 8 ? panels : 8;  // panels owned by slot 0
   for (int c0 = 0; c0 < k; c0 += 8) {
     const int kc = k - c0 < 8 ? k - c0 : 8;
     if (c0 > 0) load_b(c0, kc);
-    if constexpr (PANEL8) {
-      if (!UPPER) {
-#pragma unroll
-        for (int p = 0; p < 8; ++p) p < 4 ? panel8(p, Slot0{}) : panel8(p, Slot1{});
-      } else {
-#pragma unroll
-        for (int p = 7; p >= 0; --p) p < 4 ? panel8(p, Slot0{}) : panel8(p, Slot1{});
-      }
-    } else if (!UPPER) {
+    if (!UPPER) {
 #pragma unroll
       for (int p = 0; p < first; ++p) panel(p, Slot0{});
       if constexpr (TWO_ROWS)
@@ -512,7 +404,6 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
   }
   const int panels = (n + 3) / 4;  // 4 x 4 inverses, X's rows, then the packed triangle
   const size_t smem = (static_cast<size_t>(panels) * (16 + 32) + static_cast<size_t>(n) * (n + 1) / 2) * sizeof(float);
-  const size_t smem8 = smem + static_cast<size_t>(panels) * 16 * sizeof(float);  // PANEL8's 8 x 8 inverses
   using Kernel = void (*)(const float*, const float*, float*, int, int, bool, bool);
   const auto pick = [&](auto two_rows) -> Kernel {
     constexpr bool T = decltype(two_rows)::value;
@@ -523,17 +414,10 @@ void small_triangular_solve(const Tensor& a, const Tensor& b, const Tensor& x, b
   if (n == 64)  // n known at compile time: panel loops unrolled, their indices constants
     kernel = upper ? (unit ? small_trsm_kernel<true, true, true, 64> : small_trsm_kernel<true, false, true, 64>)
                    : (unit ? small_trsm_kernel<false, true, true, 64> : small_trsm_kernel<false, false, true, 64>);
-  const char* p8 = std::getenv("KILN_TRSM_PANEL8");  // A/B switch, read each call
-  const bool panel8 = n == 64 && p8 && *p8 == '1';
-  if (panel8)
-    kernel = upper ? (unit ? small_trsm_kernel<true, true, true, 64, true>
-                           : small_trsm_kernel<true, false, true, 64, true>)
-                   : (unit ? small_trsm_kernel<false, true, true, 64, true>
-                           : small_trsm_kernel<false, false, true, 64, true>);
   const bool vec_a = n % 4 == 0 && ((n / 4) & (n / 4 - 1)) == 0 && aligned16(a.data_ptr());
   const bool vec_b = k % 4 == 0 && aligned16(b.data_ptr()) && aligned16(x.data_ptr());
-  kernel<<<static_cast<unsigned>(batch), 32, panel8 ? smem8 : smem, current_stream()>>>(
-      a.data<float>(), b.data<float>(), x.data<float>(), n, k, vec_a, vec_b);
+  kernel<<<static_cast<unsigned>(batch), 32, smem, current_stream()>>>(a.data<float>(), b.data<float>(), x.data<float>(),
+                                                                        n, k, vec_a, vec_b);
   KILN_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,7 +1,6 @@
 """kiln.linalg's LU family against torch.linalg on the GPU machine: kiln's CUDA
 kernels (small LU, inverse, triangular solve) against torch and LAPACK, and its
 CPU path against torch on the same inputs."""
-import os
 import unittest
 
 import kiln
@@ -153,7 +152,7 @@ class LinalgAgainstTorch(unittest.TestCase):
                 want = torch.linalg.solve_triangular(A.double(), B.double(), upper=upper)
                 torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4, msg=f"k={kk} upper={upper}")
 
-    def check_64x64_triangular_solves(self):
+    def test_64x64_triangular_solves_read_only_their_triangle(self):
         # one system, fewer than a wave, 2113, many; k of 8 (16-byte B rows), below and
         # above; lower and upper, unit or not; garbage off the triangle, which must not be read
         for batch, kk in [(1, 8), (100, 5), (2113, 8), (6000, 8), (3000, 3), (500, 16), (300, 13)]:
@@ -168,21 +167,6 @@ class LinalgAgainstTorch(unittest.TestCase):
                     want = torch.linalg.solve_triangular(A.double(), B.double(), upper=upper, unitriangular=unit)
                     torch.testing.assert_close(got.double(), want, rtol=1e-4, atol=1e-4,
                                                msg=f"batch={batch} k={kk} upper={upper} unit={unit}")
-
-    def test_64x64_triangular_solves_read_only_their_triangle(self):
-        self.check_64x64_triangular_solves()
-
-    def test_64x64_triangular_solves_with_panels_of_eight(self):
-        # KILN_TRSM_PANEL8=1 (linalg_small_trsm.cu): 8 x 8 diagonal blocks, half the panels
-        old = os.environ.get("KILN_TRSM_PANEL8")
-        os.environ["KILN_TRSM_PANEL8"] = "1"
-        try:
-            self.check_64x64_triangular_solves()
-        finally:
-            if old is None:
-                del os.environ["KILN_TRSM_PANEL8"]
-            else:
-                os.environ["KILN_TRSM_PANEL8"] = old
 
     def test_small_inverses_on_cuda_match_torch(self):
         for n in (1, 2, 3, 4):
