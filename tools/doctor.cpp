@@ -1,6 +1,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -22,8 +23,12 @@ std::string cuda_version(int v) {
 
 int doctor() {
   std::printf("kiln 0.1.0\n");
-  std::printf("cpu: %d threads (OpenMP); %s, kernels %s\n", omp_get_max_threads(), cpu::openblas_config().c_str(),
-              cpu::openblas_corename().c_str());
+  // the environment's choice, when there is one: it overrides OpenBLAS's own (on a
+  // Zen 5 machine, OPENBLAS_CORETYPE=Haswell runs float32 products at about 0.6x
+  // the speed of the Cooperlake kernels OpenBLAS 0.3.21 picks itself)
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  std::printf("cpu: %d threads (OpenMP); %s, kernels %s%s\n", omp_get_max_threads(), cpu::openblas_config().c_str(),
+              cpu::openblas_corename().c_str(), forced ? " (as OPENBLAS_CORETYPE asks)" : "");
   std::printf("cpu: x86 family 0x%x; decode kernels prefetch %zu bytes ahead (KILN_CPU_PREFETCH_AHEAD)\n",
               cpu::cpu_family(), cpu::line_prefetch_ahead());
   const size_t phase = cpu::decode_input_phase();
