@@ -172,8 +172,10 @@ void Accumulate4F64(const float* HWY_RESTRICT a, const float* HWY_RESTRICT b, co
     const auto s = hn::Add(hn::Add(wide(a, j), wide(b, j)), hn::Add(wide(c, j), wide(d, j)));
     hn::StoreU(hn::Add(hn::LoadU(dd, acc + j), s), dd, acc + j);
   }
-  for (; j < n; ++j)
-    acc[j] += (static_cast<double>(a[j]) + static_cast<double>(b[j])) + (static_cast<double>(c[j]) + static_cast<double>(d[j]));
+  for (; j < n; ++j) {
+    const auto w = [&](const float* p) { return static_cast<double>(p[j]); };
+    acc[j] += (w(a) + w(b)) + (w(c) + w(d));
+  }
 }
 
 void BoxMullerF32(const float* HWY_RESTRICT u1, const float* HWY_RESTRICT u2, float* HWY_RESTRICT cos_out,
