@@ -100,6 +100,37 @@ HWY_INLINE void axpy_rows(LoadW load_w, WeightAt weight, const float* HWY_RESTRI
     for (int r = 0; r < rows; ++r) acc[r * acc_stride + i] += p[r] * weight(i);
 }
 
+#if HWY_TARGET != HWY_SCALAR
+// out[0..3] = the four lanes of v's 128-bit blocks added together.
+template <class D>
+HWY_INLINE void fold_blocks(D d, hn::Vec<D> v, float* HWY_RESTRICT out) {
+  if constexpr (hn::MaxLanes(D()) > 4) {
+    const hn::Half<D> dh;
+    fold_blocks(dh, hn::Add(hn::LowerHalf(dh, v), hn::UpperHalf(dh, v)), out);
+  } else {
+    hn::StoreU(v, d, out);
+  }
+}
+#endif
+
+// out[0..3] = the sums of the lanes of a, b, c and e: pairs interleaved and added
+// (each 128-bit block then holds its part of the four sums), then the blocks folded,
+// about a third of the operations of four SumOfLanes.
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE void sums_of_four(D d, V a, V b, V c, V e, float* HWY_RESTRICT out) {
+#if HWY_TARGET == HWY_SCALAR
+  out[0] = hn::GetLane(a), out[1] = hn::GetLane(b), out[2] = hn::GetLane(c), out[3] = hn::GetLane(e);
+#else
+  const V ab = hn::Add(hn::InterleaveLower(d, a, b), hn::InterleaveUpper(d, a, b));  // a0+a2 b0+b2 a1+a3 b1+b3
+  const V ce = hn::Add(hn::InterleaveLower(d, c, e), hn::InterleaveUpper(d, c, e));
+  const hn::RepartitionToWide<hn::RebindToUnsigned<D>> d64;  // pairs of lanes as one
+  const auto ab64 = hn::BitCast(d64, ab), ce64 = hn::BitCast(d64, ce);
+  const V sums = hn::Add(hn::BitCast(d, hn::InterleaveLower(d64, ab64, ce64)),
+                         hn::BitCast(d, hn::InterleaveUpper(d64, ab64, ce64)));  // a b c e, each block's part
+  fold_blocks(d, sums, out);
+#endif
+}
+
 // Attention's two steps over `len` rows of a K or V cache, `stride` elements
 // apart, in one call: called a row at a time, the calls cost more than a row's
 // arithmetic (head_dim 128: 413 us for 2048 keys of 8 KV heads, 20 GB/s).
@@ -127,12 +158,24 @@ HWY_INLINE void dot_keys_rows(LoadRow row, PrefetchRow prefetch, size_t len, con
         for (int r = 0; r < R; ++r) acc[k][r] = hn::MulAdd(kv, qv[r], acc[k][r]);
       }
     }
+    // the KG * R sums four at a time (the last four padded with zeros), not one
+    // SumOfLanes each: kiln bench's "attn decode bf16 2048 cached" (Qwen3-0.6B's heads,
+    // 2 query rows a KV head) 92-103 -> 81-84 us on a 2-core Zen 5 VM, alternated three
+    // times (134-151 -> 117-127 in a slower hour); cold, in a 2048-context decode step, no change within the noise (6.7-7.3 ms
+    // a token against 6.7-6.9, bench-decode --profile): there the cache rows' reads set
+    // the pace
+    constexpr size_t kSums = KG * R, kPadded = (kSums + 3) / 4 * 4;
+    float sums[kPadded];
+    for (size_t g = 0; g < kSums; g += 4) {
+      const auto at = [&](size_t x) { return x < kSums ? acc[x / R][x % R] : hn::Zero(d); };
+      sums_of_four(d, at(g), at(g + 1), at(g + 2), at(g + 3), sums + g);
+    }
     for (size_t k = 0; k < KG; ++k) {
       const auto weight = row(s + k).second;
       for (int r = 0; r < R; ++r) {
         float tail = 0.0f;
         for (size_t j = i; j < dim; ++j) tail += weight(j) * q[r * dim + j];
-        scores[r * score_stride + s + k] = hn::GetLane(hn::SumOfLanes(d, acc[k][r])) + tail;
+        scores[r * score_stride + s + k] = sums[k * R + r] + tail;
       }
     }
   }

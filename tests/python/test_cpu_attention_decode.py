@@ -22,7 +22,9 @@ def reference(q, k, v, scale, visible=None):
 
 class AttentionDecode(unittest.TestCase):
     def test_gqa_head_dims_and_a_cache_view(self):
-        for hq, hkv, d, s in [(32, 8, 80, 300), (8, 8, 64, 1), (16, 2, 128, 77), (4, 1, 40, 33), (6, 2, 256, 10)]:
+        # every group size 1..8 (the keys' sums are reduced four at a time, the last four padded)
+        for hq, hkv, d, s in [(32, 8, 80, 300), (8, 8, 64, 1), (16, 2, 128, 77), (4, 1, 40, 33), (6, 2, 256, 10),
+                              (16, 8, 128, 45), (10, 2, 64, 41), (7, 1, 48, 70), (12, 2, 32, 19)]:
             q = RNG.standard_normal((2, hq, 1, d)).astype(np.float32)
             cache_k = RNG.standard_normal((2, hkv, s + 16, d)).astype(np.float32)  # a cache with room left
             cache_v = RNG.standard_normal((2, hkv, s + 16, d)).astype(np.float32)
@@ -43,6 +45,15 @@ class AttentionDecode(unittest.TestCase):
         got = KF.scaled_dot_product_attention(*(kiln.tensor(x).to(kiln.bfloat16) for x in (q, k, v)))
         ref = reference(q, k, v, 64 ** -0.5)
         np.testing.assert_allclose(np.from_dlpack(got.to(kiln.float32)), ref, rtol=0.03, atol=0.03)
+        # bfloat16 caches with query groups of 2 (Qwen3-0.6B's heads) and 7, against the
+        # reference on the same bfloat16-rounded values
+        for hq, hkv, d, s in [(16, 8, 128, 300), (7, 1, 80, 33)]:
+            x = [kiln.tensor(RNG.standard_normal(shape).astype(np.float32)).to(kiln.bfloat16)
+                 for shape in ((1, hq, 1, d), (1, hkv, s, d), (1, hkv, s, d))]
+            got = KF.scaled_dot_product_attention(*x, enable_gqa=True)
+            ref = reference(*(np.from_dlpack(t.to(kiln.float32)) for t in x), d ** -0.5)
+            np.testing.assert_allclose(np.from_dlpack(got.to(kiln.float32)), ref, rtol=1e-2, atol=1e-2,
+                                       err_msg=f"{hq}/{hkv} d={d}")
         # is_causal with one query sees only key 0 (top-left aligned, as torch): not the decode kernel
         got = KF.scaled_dot_product_attention(kiln.tensor(q), kiln.tensor(k), kiln.tensor(v), is_causal=True)
         np.testing.assert_allclose(np.from_dlpack(got)[0, :, 0], v[0, :, 0], rtol=1e-5, atol=1e-6)
