@@ -48,8 +48,9 @@ bool is_unit(const Dims& d) { return d.sizes.empty() || (d.sizes.size() == 1 && 
 // Column sums of tall inputs by stripes of rows (reduce_typed): at most kStripes stripes
 // of at least kStripeMinRows rows, for up to kStripeMaxCols columns (their partial sums
 // take stripes * M accumulators).
-// Each stripe walks its rows a tile of columns at a time, the tile's accumulators held
-// in L1 (a tile of 16-bit floats is widened into one kStageChunk buffer).
+// Each stripe walks its rows a tile of columns at a time (rows past 1024 columns four
+// at a pass), the tile's accumulators held in L1 (16-bit rows are widened into one
+// kStageChunk buffer, a quarter of it a row when they go four at a time).
 constexpr int64_t kStripes = 32, kStripeMinRows = 64, kStripeMaxCols = 1 << 16, kStripeTile = kStageChunk;
 
 template <class T>
