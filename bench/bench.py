@@ -341,6 +341,27 @@ def moe_routing_cases():
     c.append(Case("moe_route", f"moe_experts+combine 1 tok top-{top}/{experts} {hidden}->{inter}->{hidden}",
                   2.0 * top * 3 * inter * hidden, lambda: kiln.moe_experts_combine(kx, kgu, kd, r),
                   lambda: (torch_experts()[pos].float() * weights[..., None]).sum(1).to(x.dtype), graph=True))
+    # the next layer's add and norm begun by the down kernel (moe_experts_combine_rms_norm), then the
+    # q|k|v projection that takes it, against torch's experts, combine, add, rms_norm and linear
+    res, g = torch.randn(1, hidden, device="cuda", dtype=torch.bfloat16), torch.rand(hidden, device="cuda",
+                                                                                       dtype=torch.bfloat16) + 0.5
+    wq = torch.randn(5120, hidden, device="cuda", dtype=torch.bfloat16) / hidden ** 0.5
+    kres, kg, kwq = k(res), k(g), k(wq)
+
+    def torch_experts_norm_qkv():
+        y = (torch_experts()[pos].float() * weights[..., None]).sum(1).to(x.dtype)
+        return F.linear(F.rms_norm(y + res, (hidden,), g, 1e-6), wq)
+
+    c.append(Case("moe_route", f"moe_experts+combine+norm -> q|k|v 1 tok top-{top}/{experts} {hidden}->5120",
+                  2.0 * (top * 3 * inter + 5120) * hidden,
+                  lambda: kiln.pending_rms_norm_linear(
+                      kiln.moe_experts_combine_rms_norm(kx, kgu, kd, r, kres, kg, 1e-6), kwq),
+                  torch_experts_norm_qkv, graph=True))
+    c.append(Case("moe_route", f"moe_experts+combine, add+rms_norm, q|k|v 1 tok top-{top}/{experts} {hidden}->5120",
+                  2.0 * (top * 3 * inter + 5120) * hidden,
+                  lambda: kiln.linear(kiln.rms_norm_residual(kiln.moe_experts_combine(kx, kgu, kd, r), kres, kg,
+                                                             1e-6)[0], kwq),
+                  torch_experts_norm_qkv, graph=True))
     (kgu8, kgs), (kd8, kds) = kiln.quantize_fp8_rows(kgu), kiln.quantize_fp8_rows(kd)
     c.append(Case("moe_route", f"moe_experts fp8-weight 1 tok top-{top}/{experts} {hidden}->{inter}->{hidden} "
                   "(vs torch bf16)", 1.0 * top * 3 * inter * hidden,

@@ -144,6 +144,23 @@ RmsNormLinear rms_norm_linear(const Tensor& x, const std::optional<Tensor>& resi
                               const std::optional<Tensor>& weight_scale = std::nullopt, bool silu_and_mul = false,
                               bool want_normed = false);
 
+// An RMSNorm with its 1 / rms still to apply, as a kernel that makes only part of a
+// row can leave it: sum (the row, after the residual add), scaled = sum * weight
+// (rounded to sum's dtype) and sq_parts, float32 [..., P], partial sums of squares of
+// sum's rows (in float32) whose total is the row's. rms_norm(sum, weight, eps) is
+// scaled * rsqrt(total / N + eps), up to the rounding of scaled.
+struct PendingRmsNorm {
+  Tensor sum, scaled, sq_parts, weight;
+  double eps = 0.0;
+};
+// linear(rms_norm(p.sum, p.weight, p.eps), weight, bias, weight_scale). On CUDA one row
+// runs as one kernel that reads p.scaled and puts 1 / rms on the finished dot products
+// (the values differ from the ops in sequence by the rounding of the normalised row);
+// otherwise the ops in sequence.
+Tensor pending_rms_norm_linear(const PendingRmsNorm& p, const Tensor& weight,
+                               const std::optional<Tensor>& bias = std::nullopt,
+                               const std::optional<Tensor>& weight_scale = std::nullopt);
+
 // Weight-only FP8 for linear: w [N, K] (float32/float16/bfloat16) -> {w8 [N, K]
 // float8_e4m3fn, scale [N] float32} with scale[n] = max|w[n]| / 448, so that each
 // row's largest magnitude lands on 448 and linear(x, w8, weight_scale=scale) ~
@@ -276,6 +293,17 @@ Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, c
 Tensor moe_experts_combine(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& routing,
                            const std::optional<Tensor>& gate_up_scale = std::nullopt,
                            const std::optional<Tensor>& down_scale = std::nullopt);
+
+// moe_experts_combine's result added to residual ([T, H] like it) and RMS-normalised
+// with norm_weight and eps, the 1 / rms left pending (for pending_rms_norm_linear):
+// on CUDA's decode path the down projection's kernel makes all of it, so no norm
+// kernel waits for it (sq_parts [T, ceil(H / 4)]); elsewhere the ops in sequence
+// (sq_parts [T, 1]). sum is rms_norm_residual's sum, bit for bit.
+PendingRmsNorm moe_experts_combine_rms_norm(const Tensor& x, const Tensor& gate_up, const Tensor& down,
+                                            const MoeRouting& routing, const Tensor& residual,
+                                            const Tensor& norm_weight, double eps,
+                                            const std::optional<Tensor>& gate_up_scale = std::nullopt,
+                                            const std::optional<Tensor>& down_scale = std::nullopt);
 
 // torch.topk: the k largest (or smallest) elements along `dim`, sorted, with
 // their int64 indices. NaN counts as larger than every number; among equal

@@ -51,6 +51,11 @@ struct LinearArgs {
   Tensor residual, norm_weight, residual_out, normed_out;
   float eps = 0.0f;
   bool norm() const { return norm_weight.defined(); }
+  // An RMSNorm left pending (CUDA, one row; pending_rms_norm_linear): x is the row times
+  // the norm's weight, and the product is scaled by rsqrt(sum(sq_parts) / K + eps),
+  // sq_parts float32 contiguous, the row's partial sums of squares.
+  Tensor sq_parts;
+  bool pending_norm() const { return sq_parts.defined(); }
   // One scale per output row (else one for the whole weight).
   bool per_row_scale() const { return scale.defined() && scale.numel() == weight.size(0) && weight.size(0) > 1; }
 };
@@ -89,6 +94,13 @@ struct GroupedMmArgs {
   Tensor row_index;
   bool swiglu = false;
   Tensor combine_pos, combine_experts, combine_weights;
+  // With the combine, the residual add and RMSNorm after it, the 1 / rms left pending
+  // (moe_experts_combine_rms_norm): out = combine + norm_residual ([T, N] like out),
+  // norm_scaled = out * norm_weight ([N]), both rounded to out's dtype, and
+  // norm_sq_parts float32 [T, ceil(N / kNormPartColumns)] the sums of squares of out's
+  // rows over consecutive runs of kNormPartColumns columns.
+  Tensor norm_residual, norm_weight, norm_scaled, norm_sq_parts;
+  static constexpr int kNormPartColumns = 4;
   bool k_by_group() const { return b.dim() == 2; }
 };
 

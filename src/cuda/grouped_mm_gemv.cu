@@ -164,12 +164,26 @@ __global__ void __launch_bounds__(256, SWIGLU && NPW == 2 && std::is_same_v<T, B
 // prefetch or into registers (branch exp/early-down-rotary; H100, Qwen3-30B-A3B
 // decode at 128 and 2048 context, two rounds: bf16 296.3-297.8 and 272.2-272.8
 // tok/s against 298.9-299.4 without, fp8 407.2-407.6 and 402.0-402.3 against 405.1-405.5).
-template <class T, class W, int U, int NPW, int VB = 16>
+// NORM (moe_experts_combine_rms_norm): out is the combine plus residual, rounded to T as
+// the add's output, and the block also writes that times the norm's weight (scaled)
+// and the sum of squares of its columns (sq_parts[t, block]): the 1 / rms that needs
+// the whole row is left to the kernel that reads it (pending_rms_norm_linear), so no
+// norm kernel has to wait for this one.
+template <class T>
+struct CombineNorm {
+  const T* residual;  // [tokens, N], row stride ldr
+  int64_t ldr;
+  const T* weight;  // [N]
+  T* scaled;        // [tokens, N], out's row stride
+  float* sq_parts;  // [tokens, gridDim.x]
+};
+
+template <class T, class W, int U, int NPW, bool NORM, int VB = 16>
 __global__ void __launch_bounds__(256, std::is_same_v<T, BFloat16> ? 4 : 0)
     grouped_gemv_combine_kernel(const T* __restrict__ a, int64_t lda, const W* __restrict__ b, int64_t ldg,
                                 int64_t ldb, int64_t N, int64_t K, int G, const float* __restrict__ comb_w,
                                 const int32_t* __restrict__ comb_pos, const int32_t* __restrict__ comb_expert, int k,
-                                T* __restrict__ out, int64_t ldo, ColumnScale scale) {
+                                T* __restrict__ out, int64_t ldo, ColumnScale scale, CombineNorm<T> nrm) {
   constexpr int kWarpsPerBlock = 8, kMaxTopK = 32;  // moe_route's bound on k
   __shared__ float part[kMaxTopK][NPW], part_w[kMaxTopK];
   chain_wait();
@@ -196,11 +210,26 @@ __global__ void __launch_bounds__(256, std::is_same_v<T, BFloat16> ? 4 : 0)
     }
   }
   __syncthreads();
-  if (threadIdx.x >= ncols) return;
+  if (threadIdx.x >= (NORM ? NPW : ncols)) return;  // NORM: all NPW lanes take part in the sum of squares
   const int c = threadIdx.x;
   float sum = 0.0f;
-  for (int j = 0; j < k; ++j) sum = fmaf(part_w[j], part[j][c], sum);
-  out[t * ldo + n0 + c] = T(sum);
+  if (c < ncols)
+    for (int j = 0; j < k; ++j) sum = fmaf(part_w[j], part[j][c], sum);
+  if constexpr (!NORM) {
+    out[t * ldo + n0 + c] = T(sum);
+  } else {
+    float sq = 0.0f;
+    if (c < ncols) {
+      const int64_t n = n0 + c;
+      const float s = static_cast<float>(T(static_cast<float>(T(sum)) + static_cast<float>(nrm.residual[t * nrm.ldr + n])));
+      out[t * ldo + n] = T(s);
+      nrm.scaled[t * ldo + n] = T(s * static_cast<float>(nrm.weight[n]));
+      sq = s * s;
+    }
+#pragma unroll
+    for (int o = 1; o < NPW; o <<= 1) sq += __shfl_xor_sync((1u << NPW) - 1, sq, o);
+    if (c == 0) nrm.sq_parts[t * gridDim.x + blockIdx.x] = sq;
+  }
 }
 
 // Launches a (group, row chunk) kernel (both kernels here take the same
@@ -217,25 +246,41 @@ void launch_group_chunks(Kernel kernel, int threads, int chunk_rows, int cols, c
   KILN_CUDA_CHECK_LAUNCH();
 }
 
+// The fused combine's blocks: kCombineCols columns of one token each (so with the
+// norm, GroupedMmArgs::kNormPartColumns columns to a part of the sum of squares).
+constexpr int kCombineCols = GroupedMmArgs::kNormPartColumns;
+constexpr int64_t combine_blocks(int64_t N) { return (N + kCombineCols - 1) / kCombineCols; }
+
 // What a few-rows launch computes: the product (Plain), silu(gate) * up of it
 // (Swiglu, GroupedMmArgs::swiglu), or the weighted combine of its rows
 // (Combine, GroupedMmArgs::combine_pos).
 enum class GemvMode { Plain, Swiglu, Combine };
 
 // NPW: weight rows a warp (Plain), gate and up pairs (Swiglu, at least one of
-// each: NPW 1 becomes 2 rows), unused for Combine (4 columns a block).
+// each: NPW 1 becomes 2 rows), unused for Combine (kCombineCols columns a block).
 template <class T, class W, class O, int U, int NPW, GemvMode M, int VB = 16>
 void launch_grouped_gemv_as(const GroupedMmArgs& s) {
   const int64_t N = s.b.size(2), K = s.b.size(1);
   const int G = static_cast<int>(s.offs.size(0));
   if constexpr (M == GemvMode::Combine) {
-    constexpr int kCols = 4;
     const int64_t tokens = s.out.size(0);
-    const dim3 grid(static_cast<unsigned>((N + kCols - 1) / kCols), static_cast<unsigned>(std::max<int64_t>(tokens, 1)));
-    launch_chained(grouped_gemv_combine_kernel<T, W, U, kCols, VB>, grid, 256, 0, s.a.data<T>(), s.a.stride(0),
-                   s.b.data<W>(), s.b.stride(0), s.b.stride(2), N, K, G, s.combine_weights.data<float>(),
-                   s.combine_pos.data<int32_t>(), s.combine_experts.data<int32_t>(),
-                   static_cast<int>(s.combine_pos.size(1)), s.out.data<T>(), s.out.stride(0), column_scale(s));
+    const dim3 grid(static_cast<unsigned>(combine_blocks(N)), static_cast<unsigned>(std::max<int64_t>(tokens, 1)));
+    const auto launch = [&](auto kernel, CombineNorm<T> nrm) {
+      launch_chained(kernel, grid, 256, 0, s.a.data<T>(), s.a.stride(0), s.b.data<W>(), s.b.stride(0), s.b.stride(2),
+                     N, K, G, s.combine_weights.data<float>(), s.combine_pos.data<int32_t>(),
+                     s.combine_experts.data<int32_t>(), static_cast<int>(s.combine_pos.size(1)), s.out.data<T>(),
+                     s.out.stride(0), column_scale(s), nrm);
+    };
+    if (s.norm_weight.defined()) {
+      KILN_CHECK(s.norm_sq_parts.numel() == tokens * combine_blocks(N),
+                 "grouped_gemv: sq_parts holds ", s.norm_sq_parts.numel(), " values for ", tokens, " rows of ",
+                 combine_blocks(N), " parts");
+      launch(grouped_gemv_combine_kernel<T, W, U, kCombineCols, true, VB>,
+             CombineNorm<T>{s.norm_residual.data<T>(), s.norm_residual.stride(0), s.norm_weight.data<T>(),
+                            s.norm_scaled.data<T>(), s.norm_sq_parts.data<float>()});
+    } else {
+      launch(grouped_gemv_combine_kernel<T, W, U, kCombineCols, false, VB>, CombineNorm<T>{});
+    }
   } else {
     constexpr bool kSwiglu = M == GemvMode::Swiglu;
     constexpr int kRowsPerWarp = kSwiglu ? 2 * (NPW == 1 ? 1 : NPW / 2) : NPW, kOutPerWarp = kSwiglu ? kRowsPerWarp / 2 : NPW;

@@ -22,13 +22,19 @@ using gemv::dot_step;
 
 constexpr int kWarps = 8;  // per block
 
-// The RMSNorm fused in front of a one-row product (rms_norm_linear); see LinearArgs.
+// How a one-row product takes an RMSNorm: none; fused in front (rms_norm_linear); or
+// pending, x already the row times the norm's weight (pending_rms_norm_linear).
+enum class RowNorm { None, Fused, Pending };
+
+// The RMSNorm of a one-row product; see LinearArgs.
 template <class X>
 struct NormIn {
-  const X* residual;  // or null: the row is x itself
-  const X* weight;    // [K]
-  X* residual_out;    // x + residual, written by block 0 (null without a residual)
-  X* normed_out;      // the normalised row, written by block 0 (or null)
+  const X* residual;  // Fused: or null, the row is x itself
+  const X* weight;    // Fused: [K]
+  X* residual_out;    // Fused: x + residual, written by block 0 (null without a residual)
+  X* normed_out;      // Fused: the normalised row, written by block 0 (or null)
+  const float* sq_parts;  // Pending: the row's partial sums of squares
+  int parts;
   float eps;
 };
 
@@ -75,14 +81,18 @@ __device__ __forceinline__ void norm_row_values(const X* x, const NormIn<X>& nrm
 // decode with the norms before q|k|v, the router and lm_head fused, 269 against 294
 // tok/s, q|k|v 18.7 us against 4.8 plus 3.6 for the norm. This way, 291 against 298:
 // still slower for the wide projections, see qwen3.cpp; faster for the router.)
-template <class X, class W, int R, int WPR, int NPW, bool SWIGLU, bool NORM>
+// PENDING (R = 1): x is already the row times the norm's weight; every warp sums the
+// partial sums of squares (each in the same order) right after the wait, while its
+// first x loads are in flight, and 1 / rms goes on the dot products as for NORM.
+template <class X, class W, int R, int WPR, int NPW, bool SWIGLU, RowNorm RN>
 __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int64_t K, int rows,
                                                                  const X* __restrict__ x, int64_t xs,
                                                                  const W* __restrict__ w, int64_t ws,
                                                                  const float* __restrict__ scale, bool per_row,
                                                                  const X* __restrict__ bias, X* __restrict__ out,
                                                                  int64_t os, NormIn<X> nrm) {
-  static_assert(!NORM || R == 1, "linear_rows_kernel: the fused norm takes one row");
+  constexpr bool NORM = RN == RowNorm::Fused;
+  static_assert(RN == RowNorm::None || R == 1, "linear_rows_kernel: a norm takes one row");
   constexpr int V = 16 / sizeof(W);
   // k-steps in flight. 8 for one-row warps was slower: H100, in one run, Qwen3-8B decode 165.1
   // against 174.5 tok/s, Qwen3-30B-A3B bf16 289.6 against 299.1.
@@ -135,7 +145,7 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
     for (int j = 0; j < NPW; ++j) acc[r][j] = 0.0f;
   extern __shared__ float4 norm_smem[];
   float* const scaled = reinterpret_cast<float*>(norm_smem);  // NORM: [K] the row times the norm's weight
-  float inv = 1.0f;                                            // NORM: 1 / rms of the row, as rms_norm's
+  float inv = 1.0f;                                            // NORM, PENDING: 1 / rms of the row
   if constexpr (NORM) {
     __shared__ float ss_warp[kWarps];
     constexpr int XV = 16 / sizeof(X);
@@ -157,6 +167,14 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
     ss = 0.0f;
 #pragma unroll
     for (int q = 0; q < kWarps; ++q) ss += ss_warp[q];
+    inv = rsqrtf(ss / static_cast<float>(K) + nrm.eps);
+  }
+  if constexpr (RN == RowNorm::Pending) {
+    float ss = 0.0f;
+#pragma unroll 8
+    for (int i = lane; i < nrm.parts; i += 32) ss += nrm.sq_parts[i];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
     inv = rsqrtf(ss / static_cast<float>(K) + nrm.eps);
   }
   const auto step = [&](const Pack<W, V>(&p)[NPW], int64_t k) {
@@ -238,8 +256,9 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
   }
 }
 
-template <class X, class W, int R, bool SWIGLU, bool NORM>
+template <class X, class W, int R, bool SWIGLU, RowNorm RN>
 void launch_rows(const LinearArgs& a) {
+  constexpr bool NORM = RN == RowNorm::Fused;
   const int64_t N = a.out.size(1), K = a.weight.size(1);  // N: output columns (SWIGLU: half the weight's rows)
   constexpr int V = 16 / sizeof(W);
   // several input rows: share each input load across 4 weight rows; SWIGLU: a gate and an up row at least
@@ -253,7 +272,11 @@ void launch_rows(const LinearArgs& a) {
   const bool per_row = a.per_row_scale();
   const X* bias = a.bias.defined() ? a.bias.data<X>() : nullptr;
   const int rows = static_cast<int>(a.x.size(0));
-  NormIn<X> nrm{nullptr, nullptr, nullptr, nullptr, a.eps};
+  NormIn<X> nrm{nullptr, nullptr, nullptr, nullptr, nullptr, 0, a.eps};
+  if constexpr (RN == RowNorm::Pending) {
+    nrm.sq_parts = a.sq_parts.data<float>();
+    nrm.parts = static_cast<int>(a.sq_parts.numel());
+  }
   if constexpr (NORM) {
     nrm.weight = a.norm_weight.data<X>();
     if (a.residual.defined()) nrm.residual = a.residual.data<X>(), nrm.residual_out = a.residual_out.data<X>();
@@ -263,7 +286,7 @@ void launch_rows(const LinearArgs& a) {
     constexpr int P = decltype(wpr_c)::value;
     constexpr int per_block = kWarps / P * kOut;
     const unsigned blocks = static_cast<unsigned>((N + per_block - 1) / per_block);
-    launch_chained(linear_rows_kernel<X, W, R, P, NPW, SWIGLU, NORM>, blocks, kWarps * 32,
+    launch_chained(linear_rows_kernel<X, W, R, P, NPW, SWIGLU, RN>, blocks, kWarps * 32,
                    NORM ? static_cast<size_t>(K) * sizeof(float) : 0, N, K, rows,
                    a.x.data<X>(), a.x.stride(0), a.weight.data<W>(), a.weight.stride(0), scale, per_row, bias,
                    a.out.data<X>(), a.out.stride(0), nrm);
@@ -280,17 +303,18 @@ void launch_rows(const LinearArgs& a) {
 template <class X, class W, bool SWIGLU>
 void linear_typed(const LinearArgs& a) {
   const int64_t rows = a.x.size(0);
-  if (a.norm()) {
-    KILN_CHECK(rows == 1, "linear_rows: the fused RMSNorm takes one row, got ", rows);
-    launch_rows<X, W, 1, SWIGLU, true>(a);
+  if (a.norm() || a.pending_norm()) {
+    KILN_CHECK(rows == 1, "linear_rows: an RMSNorm takes one row, got ", rows);
+    if (a.norm()) launch_rows<X, W, 1, SWIGLU, RowNorm::Fused>(a);
+    else launch_rows<X, W, 1, SWIGLU, RowNorm::Pending>(a);
   } else if (rows == 1) {
-    launch_rows<X, W, 1, SWIGLU, false>(a);
+    launch_rows<X, W, 1, SWIGLU, RowNorm::None>(a);
   } else if (rows == 2) {
-    launch_rows<X, W, 2, SWIGLU, false>(a);
+    launch_rows<X, W, 2, SWIGLU, RowNorm::None>(a);
   } else if (rows <= 4) {
-    launch_rows<X, W, 4, SWIGLU, false>(a);
+    launch_rows<X, W, 4, SWIGLU, RowNorm::None>(a);
   } else {
-    launch_rows<X, W, 8, SWIGLU, false>(a);
+    launch_rows<X, W, 8, SWIGLU, RowNorm::None>(a);
   }
 }
 
@@ -308,7 +332,8 @@ void linear_rows(const LinearArgs& args) {
   const bool aligned = K % static_cast<int64_t>(wv) == 0 && rows_vector_aligned(args.weight, 1) &&
                        rows_vector_aligned(args.x, 1);
   KILN_CHECK(args.x.size(0) <= 8, "linear_rows: at most 8 rows, got ", args.x.size(0));
-  KILN_CHECK(aligned || !args.norm(), "linear_rows: the fused RMSNorm needs 16-byte rows (rms_norm_linear checks)");
+  KILN_CHECK(aligned || !(args.norm() || args.pending_norm()),
+             "linear_rows: an RMSNorm needs 16-byte rows (rms_norm_linear and pending_rms_norm_linear check)");
   if (!aligned) {
     // Vector loads need 16-byte rows: an odd K or offset view goes the GEMM way.
     const Tensor product = linear_gemm(args.x, args.weight, args.scale, args.bias);

@@ -9,7 +9,11 @@
 // on the H100, 30B-A3B config, in one run against the combine fused into the next
 // add and norm instead, fp8 379-381 -> 405-407 tok/s at 128 context, 374-376 ->
 // 401-403 at 2048; bf16 275-279 either way, then 287-289 and 293-297 with the two
-// kernels' register bounds, grouped_mm_gemv.cu). On CUDA a one-token step is a CUDA graph.
+// kernels' register bounds, grouped_mm_gemv.cu); on CUDA's one-token path that kernel also
+// begins the next layer's add and norm (moe_experts_combine_rms_norm: the sum, the sum
+// times the norm's weight, partial sums of squares), and the q|k|v projection (or lm_head)
+// puts 1 / rms on its dot products (pending_rms_norm_linear), so no norm kernel sits between
+// them. On CUDA a one-token step is a CUDA graph.
 // Tried for the one-token step and slower (H100, Qwen3-30B-A3B config, 128 context):
 // fetching the next projection's weights into L2 (cp.async.bulk.prefetch.L2) from a
 // small chained kernel ahead of rotary and attention, and the next layer's q|k|v ahead
@@ -34,6 +38,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "core/env.h"
 #include "ops/common.h"
 #include "kiln/ops.h"
 
@@ -151,10 +156,18 @@ Tensor Qwen3Model::run(const Step& step, bool all_logits) {
   const auto& layers = weights_.layers;
   Tensor delta = timed("embedding", [&] { return index_select(weights_.embed, 0, step.ids); });  // [T, hidden]
   std::optional<Tensor> residual;
+  std::optional<PendingRmsNorm> pending;
+  // KILN_PENDING_NORM=1: the norms begun by the experts' kernel. Opt-in until it has been
+  // measured on a GPU against the norm kernel (its tests and the A/B have not run yet).
+  static const bool begin_norms = env_opt_in("KILN_PENDING_NORM");
+  // (float32 runs the experts as ops in sequence, where the pending norm would only add ops)
+  const bool pending_norms = T == 1 && device().is_cuda() && dtype() != DType::Float32 && begin_norms;
   for (size_t i = 0; i < layers.size(); ++i) {
-    delta = attention(static_cast<int64_t>(i), delta, residual, step);
-    delta = mlp(layers[i], delta, residual);
+    delta = attention(static_cast<int64_t>(i), delta, residual, pending, step);
+    const Tensor& next_norm = i + 1 < layers.size() ? layers[i + 1].input_norm : weights_.final_norm;
+    delta = mlp(layers[i], delta, residual, pending_norms ? &next_norm : nullptr, pending);
   }
+  if (pending) return timed("lm_head", [&] { return weights_.lm_head.of_pending(*pending); });
   const auto last = [&](const Tensor& t) { return all_logits ? t : t.narrow(0, T - 1, 1); };
   const Tensor h = timed("add + rms_norm", [&] {
     return add_rms_norm(last(delta), last(*residual), weights_.final_norm, config_.rms_norm_eps).first;
@@ -162,7 +175,8 @@ Tensor Qwen3Model::run(const Step& step, bool all_logits) {
   return timed("lm_head", [&] { return weights_.lm_head(h); });
 }
 
-Tensor Qwen3Model::attention(int64_t layer, const Tensor& delta, std::optional<Tensor>& residual, const Step& step) {
+Tensor Qwen3Model::attention(int64_t layer, const Tensor& delta, std::optional<Tensor>& residual,
+                             std::optional<PendingRmsNorm>& pending, const Step& step) {
   const LayerWeights& l = weights_.layers[layer];
   const AttentionWeights& w = l.attn;
   const int64_t T = delta.size(0), D = config_.head_dim, hq = config_.num_attention_heads,
@@ -170,10 +184,17 @@ Tensor Qwen3Model::attention(int64_t layer, const Tensor& delta, std::optional<T
   const Tensor& kc = k_cache_[layer];
   const Tensor& vc = v_cache_[layer];
   // q, and k and v written into the cache at their positions
-  Tensor h;
-  std::tie(h, residual) =
-      timed("add + rms_norm", [&] { return add_rms_norm(delta, residual, l.input_norm, config_.rms_norm_eps); });
-  const Tensor qkv = timed("q|k|v projection", [&] { return w.qkv(h); });
+  Tensor qkv;
+  if (pending) {
+    residual = pending->sum;
+    qkv = timed("q|k|v projection (of the pending norm)", [&] { return w.qkv.of_pending(*pending); });
+    pending.reset();
+  } else {
+    Tensor h;
+    std::tie(h, residual) =
+        timed("add + rms_norm", [&] { return add_rms_norm(delta, residual, l.input_norm, config_.rms_norm_eps); });
+    qkv = timed("q|k|v projection", [&] { return w.qkv(h); });
+  }
   const Tensor q = timed("q/k norm + rotary + cache", [&] {
     return qkv_rotary_cache(qkv, hq, hkv, w.q_norm, w.k_norm, config_.rms_norm_eps, rope_cos_, rope_sin_,
                             step.positions, kc, vc);
@@ -195,7 +216,8 @@ Tensor Qwen3Model::attention(int64_t layer, const Tensor& delta, std::optional<T
   return timed("o projection", [&] { return w.o(o); });
 }
 
-Tensor Qwen3Model::mlp(const LayerWeights& l, const Tensor& delta, std::optional<Tensor>& residual) const {
+Tensor Qwen3Model::mlp(const LayerWeights& l, const Tensor& delta, std::optional<Tensor>& residual,
+                       const Tensor* next_norm, std::optional<PendingRmsNorm>& pending) const {
   const double eps = config_.rms_norm_eps;
   if (!l.is_moe) {
     Tensor h;
@@ -223,6 +245,13 @@ Tensor Qwen3Model::mlp(const LayerWeights& l, const Tensor& delta, std::optional
     return moe_route(r.out, config_.num_experts_per_tok, RouterScoring::Softmax, std::nullopt,
                      config_.norm_topk_prob);
   });
+  if (next_norm) {
+    pending = timed("experts (gate|up + silu, down + combine + add + norm begun)", [&] {
+      return moe_experts_combine_rms_norm(r.normed, l.moe.gate_up, l.moe.down, routing, *residual, *next_norm, eps,
+                                          l.moe.gate_up_scale, l.moe.down_scale);
+    });
+    return Tensor();
+  }
   return timed("experts (gate|up + silu, down + combine)", [&] {
     return moe_experts_combine(r.normed, l.moe.gate_up, l.moe.down, routing, l.moe.gate_up_scale, l.moe.down_scale);
   });

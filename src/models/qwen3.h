@@ -52,8 +52,13 @@ class Qwen3Model {
   Tensor run(const Step& step, bool all_logits);
   // A layer's two blocks on rms_norm(delta + residual), each returning its output (the
   // next delta) and leaving delta + residual in residual (none: the embedding alone).
-  Tensor attention(int64_t layer, const Tensor& delta, std::optional<Tensor>& residual, const Step& step);
-  Tensor mlp(const LayerWeights& l, const Tensor& delta, std::optional<Tensor>& residual) const;
+  // After a mixture-of-experts block on CUDA's one-token path the next block's add and
+  // norm are begun by the experts' kernel instead: mlp then fills `pending` (for the
+  // norm weight next_norm) and returns no delta, and the next block takes it.
+  Tensor attention(int64_t layer, const Tensor& delta, std::optional<Tensor>& residual,
+                   std::optional<PendingRmsNorm>& pending, const Step& step);
+  Tensor mlp(const LayerWeights& l, const Tensor& delta, std::optional<Tensor>& residual, const Tensor* next_norm,
+             std::optional<PendingRmsNorm>& pending) const;
   bool graph_capable() const;
   // f(), timed as `op` when a profile is set
   template <class F>

@@ -33,6 +33,10 @@ RmsNormLinear LinearWeights::of_rms_norm(const Tensor& x, const std::optional<Te
                          want_normed);
 }
 
+Tensor LinearWeights::of_pending(const PendingRmsNorm& p) const {
+  return pending_rms_norm_linear(p, weight, if_defined(bias), if_defined(scale));
+}
+
 size_t LinearWeights::nbytes() const {
   return weight.nbytes() + (scale.defined() ? scale.nbytes() : 0) + (bias.defined() ? bias.nbytes() : 0);
 }

@@ -25,6 +25,8 @@ struct LinearWeights {
   // this projection (or its silu_and_mul) of rms_norm(x + residual), see rms_norm_linear
   RmsNormLinear of_rms_norm(const Tensor& x, const std::optional<Tensor>& residual, const Tensor& norm_weight,
                             double eps, bool silu_and_mul = false, bool want_normed = false) const;
+  // this projection of a pending norm's row, see pending_rms_norm_linear
+  Tensor of_pending(const PendingRmsNorm& p) const;
   size_t nbytes() const;
 };
 

@@ -1,5 +1,8 @@
-// Front doors of linear, linear_silu_and_mul and rms_norm_linear: the checks, the
-// choice between the few-rows kernel and a GEMM, and the fp8 weight scales.
+// Front doors of linear, linear_silu_and_mul, rms_norm_linear and
+// pending_rms_norm_linear: the checks, the choice between the few-rows kernel and a
+// GEMM, and the fp8 weight scales.
+#include <algorithm>
+
 #include "core/backend.h"
 #include "core/check.h"
 #include "core/env.h"
@@ -190,6 +193,38 @@ RmsNormLinear rms_norm_linear(const Tensor& x, const std::optional<Tensor>& resi
   else h = rms_norm(x, norm_weight, eps);
   Tensor out = silu_and_mul ? linear_silu_and_mul(h, weight, bias, weight_scale) : linear(h, weight, bias, weight_scale);
   return {out, sum, want_normed ? h : Tensor()};
+}
+
+Tensor pending_rms_norm_linear(const PendingRmsNorm& p, const Tensor& weight, const std::optional<Tensor>& bias,
+                              const std::optional<Tensor>& weight_scale) {
+  constexpr const char* op = "pending_rms_norm_linear";
+  check_defined(op, p.sum, p.scaled);
+  check_defined(op, p.sq_parts, p.weight);
+  const LinearOperands o = check_linear(op, p.scaled, weight, bias, weight_scale);
+  KILN_CHECK(p.sum.shape() == p.scaled.shape() && p.sum.dtype() == p.scaled.dtype(), op, ": sum and scaled must "
+             "match, got ", p.sum.dtype(), " ", p.sum.shape(), " and ", p.scaled.dtype(), " ", p.scaled.shape());
+  check_same_device(op, p.scaled, p.sum);
+  check_rms_norm_operands(op, p.sum, nullptr, &p.weight, "the norm's weight");
+  check_same_device(op, p.scaled, p.sq_parts);
+  const Shape& rows_shape = p.sum.shape();
+  const bool parts_match = p.sq_parts.dim() == p.sum.dim() && p.sq_parts.size(-1) >= 1 &&
+                           std::equal(rows_shape.begin(), rows_shape.end() - 1, p.sq_parts.shape().begin());
+  KILN_CHECK(p.sq_parts.dtype() == DType::Float32 && parts_match, op, ": sq_parts must be float32 [..., P] with "
+             "the leading dims of sum ", p.sum.shape(), ", got ", p.sq_parts.dtype(), " ", p.sq_parts.shape());
+  KILN_CHECK(p.eps >= 0, op, ": eps must be non-negative, got ", p.eps);
+  const int64_t N = weight.size(0), K = weight.size(1), rows = K == 0 ? 0 : p.sum.numel() / K;
+  LinearArgs args = p.scaled.is_cuda() && rows == 1 && N > 0 ? decode_args(p.scaled, weight, o, 1, N) : LinearArgs{};
+  const int64_t vec = 16 / static_cast<int64_t>(weight.itemsize());  // weight elements a 16-byte load
+  if (args.out.defined() && K % vec == 0 && rows_vector_aligned(args.weight, 1) && rows_vector_aligned(args.x, 1)) {
+    args.sq_parts = p.sq_parts.reshape({-1}).contiguous();
+    args.eps = static_cast<float>(p.eps);
+    KILN_ON_DEVICE(p.scaled.device(), linear_rows, args);
+    Shape out_shape(rows_shape.begin(), rows_shape.end() - 1);
+    out_shape.push_back(N);
+    return args.out.view(out_shape);
+  }
+  // the ops in sequence: the CPU, several rows, or rows the kernel's vector loads cannot take
+  return linear(rms_norm(p.sum, p.weight, p.eps), weight, bias, weight_scale);
 }
 
 }  // namespace kiln

@@ -125,11 +125,27 @@ std::pair<Tensor, Tensor> moe_combine_rms_norm_residual(const Tensor& y, const M
 }
 
 namespace {
-// moe_experts, or with `combine` moe_combine of it; on CUDA's decode path the
-// activation is made by the gate|up kernel and the combine by the down kernel.
+// The add and norm after the combine (moe_experts_combine_rms_norm): its inputs, checked,
+// and its result.
+struct NormAfterCombine {
+  Tensor residual, weight;
+  double eps = 0.0;
+  PendingRmsNorm out;
+};
+
+// The norm left pending of delta + residual, from ops in sequence.
+PendingRmsNorm pending_rms_norm_of(const Tensor& delta, const Tensor& residual, const Tensor& weight, double eps) {
+  const Tensor sum = add(delta, residual);  // rounded to the dtype, as the add's output
+  const Tensor s32 = sum.to(DType::Float32);
+  return {sum, mul(sum, weight), kiln::sum(mul(s32, s32), {-1}, true), weight, eps};
+}
+
+// moe_experts, or with `combine` moe_combine of it (and with `norm` the add and norm
+// after that, into norm->out); on CUDA's decode path the activation is made by the
+// gate|up kernel and the combine (and norm) by the down kernel.
 Tensor run_experts(const char* op, const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& r,
                    const std::optional<Tensor>& gate_up_scale, const std::optional<Tensor>& down_scale,
-                   bool combine) {
+                   bool combine, NormAfterCombine* norm = nullptr) {
   check_defined(op, x, gate_up);
   check_defined(op, down, r.token_of);
   check_same_device(op, x, gate_up);
@@ -174,7 +190,10 @@ Tensor run_experts(const char* op, const Tensor& x, const Tensor& gate_up, const
   if (!fused) {
     const Tensor h = grouped_mm(index_select(x, 0, r.token_of), b1, r.offs, std::nullopt, std::nullopt, gate_up_scale);
     const Tensor y = grouped_mm(silu_and_mul(h), b2, r.offs, std::nullopt, std::nullopt, down_scale);
-    return combine ? moe_combine(y, r) : y;
+    if (!combine) return y;
+    Tensor delta = moe_combine(y, r);
+    if (norm) norm->out = pending_rms_norm_of(delta, norm->residual, norm->weight, norm->eps);
+    return delta;
   }
   GroupedMmArgs first;
   first.a = x;
@@ -196,6 +215,14 @@ Tensor run_experts(const char* op, const Tensor& x, const Tensor& gate_up, const
     second.combine_weights = r.weights.contiguous();
   }
   second.out = Tensor::empty({combine ? r.weights.size(0) : rows, H}, x.dtype(), x.device());
+  if (norm) {  // second.out is the sum
+    const int64_t T = second.out.size(0), parts = (H + GroupedMmArgs::kNormPartColumns - 1) / GroupedMmArgs::kNormPartColumns;
+    second.norm_residual = norm->residual.contiguous();
+    second.norm_weight = norm->weight.contiguous();
+    second.norm_scaled = Tensor::empty({T, H}, x.dtype(), x.device());
+    second.norm_sq_parts = Tensor::empty({T, parts}, DType::Float32, x.device());
+    norm->out = {second.out, second.norm_scaled, second.norm_sq_parts, norm->weight, norm->eps};
+  }
   KILN_ON_DEVICE(x.device(), grouped_mm, second);
   return second.out;
 }
@@ -209,6 +236,27 @@ Tensor moe_experts(const Tensor& x, const Tensor& gate_up, const Tensor& down, c
 Tensor moe_experts_combine(const Tensor& x, const Tensor& gate_up, const Tensor& down, const MoeRouting& r,
                            const std::optional<Tensor>& gate_up_scale, const std::optional<Tensor>& down_scale) {
   return run_experts("moe_experts_combine", x, gate_up, down, r, gate_up_scale, down_scale, true);
+}
+
+PendingRmsNorm moe_experts_combine_rms_norm(const Tensor& x, const Tensor& gate_up, const Tensor& down,
+                                            const MoeRouting& r, const Tensor& residual, const Tensor& norm_weight,
+                                            double eps, const std::optional<Tensor>& gate_up_scale,
+                                            const std::optional<Tensor>& down_scale) {
+  constexpr const char* op = "moe_experts_combine_rms_norm";
+  check_defined(op, x, residual);
+  check_defined(op, norm_weight);
+  KILN_CHECK(r.weights.defined() && r.weights.dim() == 2 && x.dim() == 2, op, ": x [T, H] and moe_route's "
+             "routing expected, got x ", x.shape());
+  const int64_t T = r.weights.size(0);
+  KILN_CHECK(residual.dim() == 2 && residual.size(0) == T && residual.size(1) == x.size(1), op, ": residual must be [",
+             T, ", ", x.size(1), "] (the routing's tokens, x's width), got ", residual.shape());
+  check_rms_norm_operands(op, residual, nullptr, &norm_weight, "norm_weight");
+  KILN_CHECK(residual.dtype() == x.dtype(), op, ": residual must be ", x.dtype(), " as x, got ", residual.dtype());
+  check_same_device(op, x, residual);
+  KILN_CHECK(eps >= 0, op, ": eps must be non-negative, got ", eps);
+  NormAfterCombine norm{residual, norm_weight, eps, {}};
+  run_experts(op, x, gate_up, down, r, gate_up_scale, down_scale, true, &norm);
+  return norm.out;
 }
 
 }  // namespace kiln

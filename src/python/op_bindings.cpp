@@ -372,6 +372,23 @@ void bind_ops(py::module_& m) {
         arg("gate_up_scale") = none, arg("down_scale") = none, py::call_guard<py::gil_scoped_release>());
   m.def("moe_experts_combine", &moe_experts_combine, arg("x"), arg("gate_up"), arg("down"), arg("routing"),
         arg("gate_up_scale") = none, arg("down_scale") = none, py::call_guard<py::gil_scoped_release>());
+  py::class_<PendingRmsNorm>(m, "PendingRmsNorm",
+                             "an RMSNorm with its 1 / rms still to apply: sum, scaled = sum * weight, sq_parts "
+                             "(partial sums of squares of sum's rows), weight, eps")
+      .def(py::init([](const Tensor& sum, const Tensor& scaled, const Tensor& sq_parts, const Tensor& weight,
+                       double eps) { return PendingRmsNorm{sum, scaled, sq_parts, weight, eps}; }),
+           arg("sum"), arg("scaled"), arg("sq_parts"), arg("weight"), arg("eps"))
+      .def_readonly("sum", &PendingRmsNorm::sum)
+      .def_readonly("scaled", &PendingRmsNorm::scaled)
+      .def_readonly("sq_parts", &PendingRmsNorm::sq_parts)
+      .def_readonly("weight", &PendingRmsNorm::weight)
+      .def_readonly("eps", &PendingRmsNorm::eps);
+  m.def("moe_experts_combine_rms_norm", &moe_experts_combine_rms_norm, arg("x"), arg("gate_up"), arg("down"),
+        arg("routing"), arg("residual"), arg("norm_weight"), arg("eps"), arg("gate_up_scale") = none,
+        arg("down_scale") = none, py::call_guard<py::gil_scoped_release>());
+  m.def("pending_rms_norm_linear", &pending_rms_norm_linear, arg("pending"), arg("weight"), arg("bias") = none,
+        arg("weight_scale") = none, py::call_guard<py::gil_scoped_release>(),
+        "linear(rms_norm(pending.sum, pending.weight, pending.eps)); one kernel for a row on CUDA");
   m.def("broadcast_shapes", [](py::args shapes) {
     Shape out;
     for (auto s : shapes) out = broadcast_shapes(out, s.cast<Shape>());

@@ -166,6 +166,50 @@ class Router(unittest.TestCase):
         with self.assertRaisesRegex(kiln.Error, r"weight must be float32 \[40\]"):
             kiln.moe_combine_rms_norm_residual(kiln.tensor(y), r, kiln.tensor(res), kiln.tensor(w[:5]), 1e-6)
 
+    def test_experts_combine_rms_norm_then_linear_against_numpy(self):
+        # the norm left pending by the experts, then taken by the projection after it
+        k, H, eps = 3, 16, 1e-6
+        x, logits, gate_up, down = random_moe_layer(tokens=5, E=8, H=H, I=24)
+        res = RNG.standard_normal((5, H)).astype(np.float32)
+        g = RNG.standard_normal(H).astype(np.float32)
+        w = (RNG.standard_normal((12, H)) / 4).astype(np.float32)
+        r = kiln.moe_route(kiln.tensor(logits), k)
+        p = kiln.moe_experts_combine_rms_norm(kiln.tensor(x), kiln.tensor(gate_up), kiln.tensor(down), r,
+                                              kiln.tensor(res), kiln.tensor(g), eps)
+        s = res + reference_swiglu_moe(x, logits, k, gate_up, down)
+        np.testing.assert_allclose(np.from_dlpack(p.sum), s, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(np.from_dlpack(p.scaled), s * g, rtol=1e-4, atol=1e-4)
+        parts = np.from_dlpack(p.sq_parts)
+        self.assertEqual((parts.shape[0], parts.ndim), (5, 2))
+        np.testing.assert_allclose(parts.sum(-1), (s * s).sum(-1), rtol=1e-4)
+        self.assertEqual(p.eps, eps)
+        h = s / np.sqrt((s * s).mean(-1, keepdims=True) + eps) * g
+        got = np.from_dlpack(kiln.pending_rms_norm_linear(p, kiln.tensor(w)))
+        np.testing.assert_allclose(got, h @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+        # a pending norm made by hand: partial sums in any split, any leading shape
+        s3 = RNG.standard_normal((2, 3, H)).astype(np.float32)
+        parts3 = np.stack([(s3[..., :5] ** 2).sum(-1), (s3[..., 5:] ** 2).sum(-1)], -1).astype(np.float32)
+        p3 = kiln.PendingRmsNorm(kiln.tensor(s3), kiln.tensor(s3 * g), kiln.tensor(parts3), kiln.tensor(g), eps)
+        b = RNG.standard_normal(12).astype(np.float32)
+        got3 = np.from_dlpack(kiln.pending_rms_norm_linear(p3, kiln.tensor(w), kiln.tensor(b)))
+        h3 = s3 / np.sqrt((s3.astype(np.float64) ** 2).mean(-1, keepdims=True) + eps) * g
+        np.testing.assert_allclose(got3, h3 @ w.T.astype(np.float64) + b, rtol=1e-4, atol=1e-4)
+        with self.assertRaisesRegex(kiln.Error, r"residual must be \[5, 16\].*got \[5, 15\]"):
+            kiln.moe_experts_combine_rms_norm(kiln.tensor(x), kiln.tensor(gate_up), kiln.tensor(down), r,
+                                              kiln.tensor(res[:, :15]), kiln.tensor(g), eps)
+        with self.assertRaisesRegex(kiln.Error, r"norm_weight must be \[16\]"):
+            kiln.moe_experts_combine_rms_norm(kiln.tensor(x), kiln.tensor(gate_up), kiln.tensor(down), r,
+                                              kiln.tensor(res), kiln.tensor(g[:4]), eps)
+        with self.assertRaisesRegex(kiln.Error, r"sq_parts must be float32 \[\.\.\., P\].*got float32 \[3, 2\]"):
+            kiln.pending_rms_norm_linear(kiln.PendingRmsNorm(kiln.tensor(s3), kiln.tensor(s3 * g),
+                                                             kiln.tensor(parts3[0]), kiln.tensor(g), eps), kiln.tensor(w))
+        with self.assertRaisesRegex(kiln.Error, "sum and scaled must match"):
+            kiln.pending_rms_norm_linear(kiln.PendingRmsNorm(kiln.tensor(s3), kiln.tensor(s3[0]),
+                                                             kiln.tensor(parts3), kiln.tensor(g), eps), kiln.tensor(w))
+        with self.assertRaisesRegex(kiln.Error, "eps must be non-negative"):
+            kiln.pending_rms_norm_linear(kiln.PendingRmsNorm(kiln.tensor(s3), kiln.tensor(s3 * g),
+                                                             kiln.tensor(parts3), kiln.tensor(g), -1.0), kiln.tensor(w))
+
     def test_bad_input_raises(self):
         with self.assertRaisesRegex(kiln.Error, r"k = 9 must be in \[1, 8\]"):
             kiln.moe_route(kiln.zeros((2, 8)), 9)

@@ -39,6 +39,32 @@ class LayerOps(TorchParityBase):
                     y = F.rms_norm((x + r).float(), (K,), g.float(), 1e-6) @ wd.t()
                     torch.testing.assert_close(T(out).float(), y, rtol=tol, atol=tol, msg=f"fp8 K={K} N={N}")
 
+    def test_pending_rms_norm_linear_against_torch(self):
+        # one row: the kernel's 1 / rms from partial sums of squares (as many as the experts' kernel
+        # leaves, and others), plain, with a bias and with fp8 per-row weights; rows it does not take
+        F = torch.nn.functional
+        for dt in (torch.bfloat16, torch.float32):
+            tol = 1e-4 if dt == torch.float32 else 2e-2
+            for rows, K, N, parts in [(1, 2048, 5120, 512), (1, 2048, 151, 3), (1, 4096, 2048, 1),
+                                      (1, 1024, 128, 700), (2, 2048, 512, 512), (1, 1001, 64, 2)]:
+                s = torch.randn(rows, K, device=DEV, dtype=dt)
+                g = torch.rand(K, device=DEV, dtype=dt) + 0.5
+                sq = [c.float().pow(2).sum(-1) for c in s.tensor_split(parts, -1)]
+                p = kiln.PendingRmsNorm(k(s), k((s.float() * g.float()).to(dt)), k(torch.stack(sq, -1)), k(g), 1e-6)
+                w = torch.randn(N, K, device=DEV, dtype=dt) / K ** 0.5
+                b = torch.randn(N, device=DEV, dtype=dt)
+                h = F.rms_norm(s.float(), (K,), g.float(), 1e-6)
+                msg = f"{dt} rows={rows} K={K} N={N} parts={parts}"
+                torch.testing.assert_close(T(kiln.pending_rms_norm_linear(p, k(w))).float(), h @ w.float().t(),
+                                           rtol=tol, atol=tol, msg=msg)
+                torch.testing.assert_close(T(kiln.pending_rms_norm_linear(p, k(w), k(b))).float(),
+                                           h @ w.float().t() + b.float(), rtol=tol, atol=tol, msg=msg)
+                if dt == torch.bfloat16:
+                    w8, sc = kiln.quantize_fp8_rows(k(w))
+                    wd = T(w8).float() * T(sc)[:, None]
+                    torch.testing.assert_close(T(kiln.pending_rms_norm_linear(p, w8, weight_scale=sc)).float(),
+                                               h @ wd.t(), rtol=tol, atol=tol, msg=f"fp8 {msg}")
+
     def test_against_torch(self):
         F = torch.nn.functional
         for dt in (torch.float32, torch.bfloat16, torch.float16):

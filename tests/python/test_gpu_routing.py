@@ -128,3 +128,19 @@ class Routing(TorchParityBase):
             w, pos = T(r.weights), T(r.sorted_pos).long()
             ref_c = (ref.float()[pos] * w[..., None]).sum(1).to(torch.bfloat16)
             torch.testing.assert_close(combined, ref_c, rtol=3e-2, atol=3e-2, msg=lambda m: f"{m}\ncombine, {msg}")
+            # the add and norm begun by the down kernel: the sum bit for bit the add after the
+            # combine, scaled the sum times the norm's weight, the parts adding up to the row's sum
+            # of squares; then the projection that takes them, against torch's rms_norm and linear
+            res = torch.randn(tokens, H, device=DEV, dtype=torch.bfloat16)
+            g = torch.rand(H, device=DEV, dtype=torch.bfloat16) + 0.5
+            p = kiln.moe_experts_combine_rms_norm(k(x), kgu, kdn, r, k(res), k(g), 1e-6, *scales)
+            s = combined + res
+            torch.testing.assert_close(T(p.sum), s, rtol=0, atol=0, msg=lambda m: f"{m}\nsum, {msg}")
+            torch.testing.assert_close(T(p.scaled), (s.float() * g.float()).to(torch.bfloat16), rtol=0, atol=0,
+                                       msg=lambda m: f"{m}\nscaled, {msg}")
+            torch.testing.assert_close(T(p.sq_parts).sum(-1), (s.float() ** 2).sum(-1), rtol=1e-5, atol=0,
+                                       msg=lambda m: f"{m}\nsq_parts, {msg}")
+            wq = torch.randn(640, H, device=DEV, dtype=torch.bfloat16) / H ** 0.5
+            y = F.rms_norm(s.float(), (H,), g.float(), 1e-6) @ wq.float().t()
+            torch.testing.assert_close(T(kiln.pending_rms_norm_linear(p, k(wq))).float(), y, rtol=2e-2, atol=2e-2,
+                                       msg=lambda m: f"{m}\npending_rms_norm_linear, {msg}")
