@@ -179,7 +179,7 @@ Tensor Qwen3Model::attention(int64_t layer, const Tensor& delta, std::optional<T
                              std::optional<PendingRmsNorm>& pending, const Step& step) {
   const LayerWeights& l = weights_.layers[layer];
   const AttentionWeights& w = l.attn;
-  const int64_t T = delta.size(0), D = config_.head_dim, hq = config_.num_attention_heads,
+  const int64_t T = step.ids.size(0), D = config_.head_dim, hq = config_.num_attention_heads,
                 hkv = config_.num_key_value_heads;
   const Tensor& kc = k_cache_[layer];
   const Tensor& vc = v_cache_[layer];
