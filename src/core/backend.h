@@ -53,7 +53,7 @@ struct LinearArgs {
   bool norm() const { return norm_weight.defined(); }
   // An RMSNorm left pending (CUDA, one row; pending_rms_norm_linear): x is the row times
   // the norm's weight, and the product is scaled by rsqrt(sum(sq_parts) / K + eps),
-  // sq_parts float32 contiguous, the row's partial sums of squares.
+  // sq_parts float32 contiguous, the row's partial sums of squares (at most 12288).
   Tensor sq_parts;
   bool pending_norm() const { return sq_parts.defined(); }
   // One scale per output row (else one for the whole weight).

@@ -10,6 +10,7 @@
 #include "core/elementwise_math.h"
 #include "core/vector_rows.h"
 #include "cuda/chained_launch.cuh"
+#include "cuda/cp_async.cuh"
 #include "cuda/gemv.cuh"
 #include "kiln/ops.h"
 #include "ops/linear.h"
@@ -81,9 +82,14 @@ __device__ __forceinline__ void norm_row_values(const X* x, const NormIn<X>& nrm
 // decode with the norms before q|k|v, the router and lm_head fused, 269 against 294
 // tok/s, q|k|v 18.7 us against 4.8 plus 3.6 for the norm. This way, 291 against 298:
 // still slower for the wide projections, see qwen3.cpp; faster for the router.)
-// PENDING (R = 1): x is already the row times the norm's weight; every warp sums the
-// partial sums of squares (each in the same order) right after the wait, while its
-// first x loads are in flight, and 1 / rms goes on the dot products as for NORM.
+// PENDING (R = 1): x is already the row times the norm's weight; the block copies the
+// partial sums of squares into shared memory (cp.async, no registers held) right after
+// the wait, and after the products every warp sums them (each in the same order) for the
+// 1 / rms that goes on its dot products as for NORM. (Summed from global memory right
+// after the wait instead, their loads and adds ahead of the first products: H100, in one
+// run, Qwen3-30B-A3B decode at 128 / 2048 context, bf16 296.7-298.2 / 303.5-304.7 tok/s
+// against 299.0-302.2 / 305.2-307.8 this way; bench.py's experts + norm -> q|k|v pair
+// 40.7 against 40.1 us.)
 template <class X, class W, int R, int WPR, int NPW, bool SWIGLU, RowNorm RN>
 __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int64_t K, int rows,
                                                                  const X* __restrict__ x, int64_t xs,
@@ -144,7 +150,8 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
 #pragma unroll
     for (int j = 0; j < NPW; ++j) acc[r][j] = 0.0f;
   extern __shared__ float4 norm_smem[];
-  float* const scaled = reinterpret_cast<float*>(norm_smem);  // NORM: [K] the row times the norm's weight
+  // NORM: [K] the row times the norm's weight; PENDING: [parts] the partial sums of squares
+  float* const scaled = reinterpret_cast<float*>(norm_smem);
   float inv = 1.0f;                                            // NORM, PENDING: 1 / rms of the row
   if constexpr (NORM) {
     __shared__ float ss_warp[kWarps];
@@ -169,13 +176,9 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
     for (int q = 0; q < kWarps; ++q) ss += ss_warp[q];
     inv = rsqrtf(ss / static_cast<float>(K) + nrm.eps);
   }
-  if constexpr (RN == RowNorm::Pending) {
-    float ss = 0.0f;
-#pragma unroll 8
-    for (int i = lane; i < nrm.parts; i += 32) ss += nrm.sq_parts[i];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    inv = rsqrtf(ss / static_cast<float>(K) + nrm.eps);
+  if constexpr (RN == RowNorm::Pending) {  // the parts on their way to shared memory; summed after the products
+    for (int i = threadIdx.x; i < nrm.parts; i += kWarps * 32) cp_async4(scaled + i, nrm.sq_parts + i);
+    cp_async_commit();
   }
   const auto step = [&](const Pack<W, V>(&p)[NPW], int64_t k) {
     if constexpr (NORM) dot_step<float, W, R, NPW, V>(p, scaled + k, 0, rows, acc);
@@ -207,6 +210,15 @@ __global__ void __launch_bounds__(kWarps * 32) linear_rows_kernel(int64_t N, int
     for (int j = 0; j < NPW; ++j)
 #pragma unroll
       for (int o = 16; o > 0; o >>= 1) acc[r][j] += __shfl_down_sync(0xffffffffu, acc[r][j], o);
+  if constexpr (RN == RowNorm::Pending) {
+    cp_async_wait<0>();
+    __syncthreads();
+    float ss = 0.0f;
+    for (int i = lane; i < nrm.parts; i += 32) ss += scaled[i];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    inv = rsqrtf(ss / static_cast<float>(K) + nrm.eps);
+  }
   if constexpr (NORM) {
     constexpr int XV = 16 / sizeof(X);
     // the normalised row for the ops after this one: the row times the weight (each thread's
@@ -274,6 +286,8 @@ void launch_rows(const LinearArgs& a) {
   const int rows = static_cast<int>(a.x.size(0));
   NormIn<X> nrm{nullptr, nullptr, nullptr, nullptr, nullptr, 0, a.eps};
   if constexpr (RN == RowNorm::Pending) {
+    KILN_CHECK(a.sq_parts.numel() <= 12288, "linear_rows: at most 12288 partial sums of squares (48 KB of shared "
+               "memory), got ", a.sq_parts.numel());
     nrm.sq_parts = a.sq_parts.data<float>();
     nrm.parts = static_cast<int>(a.sq_parts.numel());
   }
@@ -287,7 +301,8 @@ void launch_rows(const LinearArgs& a) {
     constexpr int per_block = kWarps / P * kOut;
     const unsigned blocks = static_cast<unsigned>((N + per_block - 1) / per_block);
     launch_chained(linear_rows_kernel<X, W, R, P, NPW, SWIGLU, RN>, blocks, kWarps * 32,
-                   NORM ? static_cast<size_t>(K) * sizeof(float) : 0, N, K, rows,
+                   NORM ? static_cast<size_t>(K) * sizeof(float)
+                   : RN == RowNorm::Pending ? static_cast<size_t>(nrm.parts) * sizeof(float) : 0, N, K, rows,
                    a.x.data<X>(), a.x.stride(0), a.weight.data<W>(), a.weight.stride(0), scale, per_row, bias,
                    a.out.data<X>(), a.out.stride(0), nrm);
   };

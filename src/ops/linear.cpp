@@ -215,7 +215,9 @@ Tensor pending_rms_norm_linear(const PendingRmsNorm& p, const Tensor& weight, co
   const int64_t N = weight.size(0), K = weight.size(1), rows = K == 0 ? 0 : p.sum.numel() / K;
   LinearArgs args = p.scaled.is_cuda() && rows == 1 && N > 0 ? decode_args(p.scaled, weight, o, 1, N) : LinearArgs{};
   const int64_t vec = 16 / static_cast<int64_t>(weight.itemsize());  // weight elements a 16-byte load
-  if (args.out.defined() && K % vec == 0 && rows_vector_aligned(args.weight, 1) && rows_vector_aligned(args.x, 1)) {
+  // the kernel holds the partial sums in 48 KB of shared memory at most
+  if (args.out.defined() && K % vec == 0 && p.sq_parts.numel() <= 12288 && rows_vector_aligned(args.weight, 1) &&
+      rows_vector_aligned(args.x, 1)) {
     args.sq_parts = p.sq_parts.reshape({-1}).contiguous();
     args.eps = static_cast<float>(p.eps);
     KILN_ON_DEVICE(p.scaled.device(), linear_rows, args);
