@@ -53,9 +53,12 @@ struct LinearArgs {
   bool norm() const { return norm_weight.defined(); }
   // An RMSNorm left pending (CUDA, one row; pending_rms_norm_linear): x is the row times
   // the norm's weight, and the product is scaled by rsqrt(sum(sq_parts) / K + eps),
-  // sq_parts float32 contiguous, the row's partial sums of squares (at most 12288).
+  // sq_parts float32 contiguous, the row's partial sums of squares.
   Tensor sq_parts;
   bool pending_norm() const { return sq_parts.defined(); }
+  // Floats of shared memory a norm's kernel holds at most (48 KB): the fused norm's row
+  // (K) or the pending norm's partial sums.
+  static constexpr int64_t kMaxNormFloats = 12288;
   // One scale per output row (else one for the whole weight).
   bool per_row_scale() const { return scale.defined() && scale.numel() == weight.size(0) && weight.size(0) > 1; }
 };

@@ -286,8 +286,8 @@ void launch_rows(const LinearArgs& a) {
   const int rows = static_cast<int>(a.x.size(0));
   NormIn<X> nrm{nullptr, nullptr, nullptr, nullptr, nullptr, 0, a.eps};
   if constexpr (RN == RowNorm::Pending) {
-    KILN_CHECK(a.sq_parts.numel() <= 12288, "linear_rows: at most 12288 partial sums of squares (48 KB of shared "
-               "memory), got ", a.sq_parts.numel());
+    KILN_CHECK(a.sq_parts.numel() <= LinearArgs::kMaxNormFloats, "linear_rows: at most ", LinearArgs::kMaxNormFloats,
+               " partial sums of squares (48 KB of shared memory), got ", a.sq_parts.numel());
     nrm.sq_parts = a.sq_parts.data<float>();
     nrm.parts = static_cast<int>(a.sq_parts.numel());
   }

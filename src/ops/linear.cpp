@@ -109,6 +109,13 @@ LinearArgs decode_args(const Tensor& x, const Tensor& weight, const LinearOperan
   return args;
 }
 
+// Whether the few-rows kernel's 16-byte loads take args' weight and x rows (its norm
+// modes have no GEMM fallback inside: their front doors check this first).
+bool vector_rows(const LinearArgs& args) {
+  const int64_t vec = 16 / static_cast<int64_t>(args.weight.itemsize());  // weight elements a 16-byte load
+  return args.weight.size(1) % vec == 0 && rows_vector_aligned(args.weight, 1) && rows_vector_aligned(args.x, 1);
+}
+
 // linear of operands check_linear has passed.
 Tensor linear_checked(const Tensor& x, const Tensor& weight, const LinearOperands& o) {
   const int64_t N = weight.size(0), K = weight.size(1);
@@ -173,10 +180,8 @@ RmsNormLinear rms_norm_linear(const Tensor& x, const std::optional<Tensor>& resi
       args.residual_out = Tensor::empty({1, K}, x.dtype(), x.device());
     }
     if (want_normed) args.normed_out = Tensor::empty({1, K}, x.dtype(), x.device());
-    const int64_t vec = 16 / static_cast<int64_t>(weight.itemsize());  // weight elements a 16-byte load
-    // the kernel holds the row as float32 in 48 KB of shared memory at most
-    const bool aligned = K % vec == 0 && K <= 12288 && rows_vector_aligned(args.weight, 1) &&
-                         rows_vector_aligned(args.x, 1) &&
+    // the kernel holds the row as float32 in shared memory
+    const bool aligned = K <= LinearArgs::kMaxNormFloats && vector_rows(args) &&
                          rows_vector_aligned(args.norm_weight, 0) &&
                          (!args.residual.defined() || rows_vector_aligned(args.residual, 1));
     if (aligned) {
@@ -214,10 +219,8 @@ Tensor pending_rms_norm_linear(const PendingRmsNorm& p, const Tensor& weight, co
   KILN_CHECK(p.eps >= 0, op, ": eps must be non-negative, got ", p.eps);
   const int64_t N = weight.size(0), K = weight.size(1), rows = K == 0 ? 0 : p.sum.numel() / K;
   LinearArgs args = p.scaled.is_cuda() && rows == 1 && N > 0 ? decode_args(p.scaled, weight, o, 1, N) : LinearArgs{};
-  const int64_t vec = 16 / static_cast<int64_t>(weight.itemsize());  // weight elements a 16-byte load
-  // the kernel holds the partial sums in 48 KB of shared memory at most
-  if (args.out.defined() && K % vec == 0 && p.sq_parts.numel() <= 12288 && rows_vector_aligned(args.weight, 1) &&
-      rows_vector_aligned(args.x, 1)) {
+  // the kernel holds the partial sums in shared memory
+  if (args.out.defined() && p.sq_parts.numel() <= LinearArgs::kMaxNormFloats && vector_rows(args)) {
     args.sq_parts = p.sq_parts.reshape({-1}).contiguous();
     args.eps = static_cast<float>(p.eps);
     KILN_ON_DEVICE(p.scaled.device(), linear_rows, args);
