@@ -161,9 +161,9 @@ HWY_INLINE void dot_keys_rows(LoadRow row, PrefetchRow prefetch, size_t len, con
     // the KG * R sums four at a time (the last four padded with zeros), not one
     // SumOfLanes each: kiln bench's "attn decode bf16 2048 cached" (Qwen3-0.6B's heads,
     // 2 query rows a KV head) 92-103 -> 81-84 us on a 2-core Zen 5 VM, alternated three
-    // times (134-151 -> 117-127 in a slower hour); cold, in a 2048-context decode step, no change within the noise (6.7-7.3 ms
-    // a token against 6.7-6.9, bench-decode --profile): there the cache rows' reads set
-    // the pace
+    // times (134-151 -> 117-127 in a slower hour); cold, in a 2048-context decode step,
+    // no change within the noise (6.7-7.3 ms a token against 6.7-6.9, bench-decode
+    // --profile): there the cache rows' reads set the pace
     constexpr size_t kSums = KG * R, kPadded = (kSums + 3) / 4 * 4;
     float sums[kPadded];
     for (size_t g = 0; g < kSums; g += 4) {

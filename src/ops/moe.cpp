@@ -216,7 +216,8 @@ Tensor run_experts(const char* op, const Tensor& x, const Tensor& gate_up, const
   }
   second.out = Tensor::empty({combine ? r.weights.size(0) : rows, H}, x.dtype(), x.device());
   if (norm) {  // second.out is the sum
-    const int64_t T = second.out.size(0), parts = (H + GroupedMmArgs::kNormPartColumns - 1) / GroupedMmArgs::kNormPartColumns;
+    constexpr int64_t kCols = GroupedMmArgs::kNormPartColumns;
+    const int64_t T = second.out.size(0), parts = (H + kCols - 1) / kCols;
     second.norm_residual = norm->residual.contiguous();
     second.norm_weight = norm->weight.contiguous();
     second.norm_scaled = Tensor::empty({T, H}, x.dtype(), x.device());
