@@ -382,6 +382,51 @@ def attention_cases():
                       lambda kq=kq, kkk=kkk, kv=kv: kiln.nn.functional.scaled_dot_product_attention(
                           kq, kkk, kv, enable_gqa=True),
                       lambda q=q, kk=kk, v=v: F.scaled_dot_product_attention(q, kk, v, enable_gqa=True), graph=True))
+    # a decode step's attention after its q|k|v projection: attention_decode_qkv (q/k norm, rotary and the
+    # cache row made in the attention kernel, the other rows' copies begun while the projection finishes)
+    # against kiln's three ops and torch's, all writing the new cache row
+    hidden, eps = 2048, 1e-6
+    for hq, hkv, d, s in [(32, 4, 128, 128), (32, 4, 128, 2048), (32, 8, 80, 4096)]:
+        half, heads = d // 2, hq + 2 * hkv
+        x = torch.randn(1, hidden, device="cuda", dtype=torch.bfloat16)
+        w = torch.randn(heads * d, hidden, device="cuda", dtype=torch.bfloat16) / hidden ** 0.5
+        qn, kn = (torch.rand(d, device="cuda", dtype=torch.bfloat16) + 0.5 for _ in range(2))
+        ang = torch.arange(s, device="cuda")[:, None].float() * torch.rand(half, device="cuda")[None]
+        cos, sin = ang.cos(), ang.sin()
+        kc, vc = (torch.randn(hkv, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(2))
+        lens = torch.tensor([s], device="cuda", dtype=torch.int32)
+        kx, kw, kqn, kkn, kcos, ksin, klens, kpos = (k(t) for t in (x, w, qn, kn, cos, sin, lens, lens - 1))
+        kkc, kvc = k(kc.clone()), k(vc.clone())
+        kkc4, kvc4 = kkc.unsqueeze(0), kvc.unsqueeze(0)
+
+        def torch_qkv_attention(x=x, w=w, qn=qn, kn=kn, c=cos[s - 1], sn=sin[s - 1], kc=kc, vc=vc, hq=hq, hkv=hkv,
+                                d=d, half=half, s=s):
+            hd = F.linear(x, w).view(-1, d)
+
+            def norm_rope(t, g):
+                t = F.rms_norm(t, (d,), g, eps).float()
+                lo, hi = t[:, :half], t[:, half:]
+                return torch.cat([lo * c - hi * sn, hi * c + lo * sn], 1).to(x.dtype)
+
+            kc[:, s - 1] = norm_rope(hd[hq:hq + hkv], kn)
+            vc[:, s - 1] = hd[hq + hkv:]
+            return F.scaled_dot_product_attention(norm_rope(hd[:hq], qn)[None, :, None], kc[None], vc[None],
+                                                  enable_gqa=True)
+
+        nbytes = 2.0 * (heads * d * hidden + 2 * hkv * s * d)
+        c.append(Case("attention", f"q|k|v {hidden}->{heads * d} + decode attention {hq}q/{hkv}kv d{d} ctx {s}, "
+                      "one kernel", nbytes,
+                      lambda kx=kx, kw=kw, hq=hq, hkv=hkv, kqn=kqn, kkn=kkn, kcos=kcos, ksin=ksin, klens=klens,
+                      kkc=kkc, kvc=kvc: kiln.attention_decode_qkv(kiln.linear(kx, kw), hq, hkv, kqn, kkn, eps, kcos,
+                                                                  ksin, klens, kkc, kvc, cache_settled=True),
+                      torch_qkv_attention, graph=True))
+        c.append(Case("attention", f"q|k|v {hidden}->{heads * d} + decode attention {hq}q/{hkv}kv d{d} ctx {s}, "
+                      "rotary kernel first", nbytes,
+                      lambda kx=kx, kw=kw, hq=hq, hkv=hkv, kqn=kqn, kkn=kkn, kcos=kcos, ksin=ksin, kpos=kpos,
+                      klens=klens, kkc=kkc, kvc=kvc, kkc4=kkc4, kvc4=kvc4: kiln.attention_decode_cache(
+                          kiln.qkv_rotary_cache(kiln.linear(kx, kw), hq, hkv, kqn, kkn, eps, kcos, ksin, kpos, kkc,
+                                                kvc), kkc4, kvc4, klens),
+                      torch_qkv_attention, graph=True))
     # prefill: the flash kernel; FLOPs of the two matmuls over the (causal: lower half of the) score matrix
     for hq, hkv, d, n, dt, causal in [(16, 16, 40, 4096, torch.float16, True), (16, 16, 40, 4096, torch.float16, False),
                                       (32, 8, 128, 2048, torch.bfloat16, True), (16, 16, 64, 4096, torch.float16, True)]:

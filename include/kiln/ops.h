@@ -348,6 +348,20 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
 Tensor attention_decode_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_lens,
                               std::optional<double> scale = std::nullopt);
 
+// One token's attention straight from its q|k|v projection (a decode step): the
+// token sits at position seq_len - 1, its q and k heads normalised and rotated and
+// its k and v rows written into the caches there (qkv_rotary_cache), then its q heads
+// attend to the caches' first seq_len rows (attention_decode_cache). qkv [1, (Hq + 2
+// Hkv) D]; caches [Hkv, capacity, D]; seq_len int32 [1] in 1..capacity, read on the
+// device -> [1, Hq, D]. On CUDA (float16, bfloat16, D up to 128) one kernel makes q and
+// the new row itself, with the bits of the two ops. cache_settled: the work just
+// before this call writes none of the caches' other rows (in a decode step, the q|k|v
+// projection), so CUDA may read them before that work has finished.
+Tensor attention_decode_qkv(const Tensor& qkv, int64_t num_heads, int64_t num_kv_heads, const Tensor& q_norm,
+                            const Tensor& k_norm, double eps, const Tensor& cos, const Tensor& sin,
+                            const Tensor& seq_len, const Tensor& k_cache, const Tensor& v_cache,
+                            std::optional<double> scale = std::nullopt, bool cache_settled = false);
+
 // ---- shape helpers ----
 // The broadcast shape of a and b, or Error naming both.
 Shape broadcast_shapes(const Shape& a, const Shape& b);

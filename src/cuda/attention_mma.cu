@@ -13,7 +13,8 @@
 // the B fragments of P^T. Word j of a V chunk, transposed, covers dims 8 (g / 2) +
 // 2j + g % 2 of the block, which is where the output tile's rows land. Warps take
 // interleaved steps of the block's chunk of keys and merge in shared memory; with
-// more than one chunk a merge kernel (attention_merge.cuh) combines them.
+// more than one chunk a merge kernel (attention_merge.cuh) combines them. For
+// attention_decode_qkv the kernel also makes q and the token's cache row (QKV below).
 // On the H200 (32 q / 8 kv heads, d80, bf16): 4K context 6.8 us, 32K 25.6 us (77% of copy).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -25,6 +26,7 @@
 #include "cuda/attention_merge.cuh"
 #include "cuda/common.h"
 #include "cuda/cp_async.cuh"
+#include "cuda/head_rotation.cuh"
 #include "cuda/mma.cuh"
 
 namespace kiln::cuda_backend {
@@ -93,19 +95,45 @@ __device__ __forceinline__ int swizzled_chunk(int row, int c) {
   return NB % 2 == 0 ? c ^ ((row & 1) << 2) : c;
 }
 
-template <class T, int NB>
+// QKV (attention_decode_qkv): the kernel makes q itself from the token's q|k|v row,
+// and the block whose chunk holds the new row (seq_lens - 1) makes that row of the
+// caches and writes it there: the per-head norms and rotation of qkv_rotary_cache
+// (head_rotation.cuh, the same bits), its q heads a warp each, the k and v heads by
+// the next warps. The new row is never copied from the cache: its slot row is
+// filled from shared memory once the step's copies have landed. With `settled`,
+// no earlier work still writes the other rows, so their copies go out before the
+// chained wait, while the q|k|v projection before this kernel finishes.
+template <class T>
+struct DecodeQkv {
+  const T* qkv;     // [(Hq + 2 Hkv) D]: q heads, k heads, v heads
+  const T* q_norm;  // [D] or null
+  const T* k_norm;
+  const float* cos;  // [capacity, half]
+  const float* sin;
+  int half;
+  float eps;
+  bool settled;
+  T* k_cache;  // the caches the kernel reads, for the new row
+  T* v_cache;
+};
+
+template <class T, int NB, bool QKV>
 __global__ void __launch_bounds__(kMmaWarps * 32)
     decode_partial_mma_kernel(const T* __restrict__ q, int64_t qsb, int64_t qsh, const T* __restrict__ k, int64_t ksb,
                               int64_t ksh, int64_t kss, const T* __restrict__ v, int64_t vsb, int64_t vsh,
                               int64_t vss, int Hkv, int G, int64_t S, const int32_t* __restrict__ seq_lens, int D,
                               float scale_log2, int64_t chunk, int splits, int ring, float* __restrict__ part_acc,
-                              float2* __restrict__ part_ml, T* __restrict__ out) {
+                              float2* __restrict__ part_ml, T* __restrict__ out, DecodeQkv<T> fq) {
   constexpr int kDim = NB * 32, kPitch = NB * 64;
   constexpr int kSlot = 2 * kMmaKeys * kPitch;        // bytes of one stage: K rows, then V rows
   constexpr int64_t kStride = kMmaWarps * kMmaKeys;  // keys of one step of the block
   static_assert(8 * kDim * sizeof(float) <= kSlot, "a warp's output fits in one slot of its ring");
   extern __shared__ __align__(16) unsigned char smem[];
   __shared__ float sm_m[kMmaWarps][8], sm_l[kMmaWarps][8];
+  // QKV: the block's q heads and the new k and v rows (as T), and each warp's rotation scratch
+  constexpr int kQkvDim = QKV ? kDim : 8;
+  __shared__ __align__(16) T sm_q[8][kQkvDim], sm_new[2][kQkvDim];
+  __shared__ float sm_rot[kMmaWarps][kQkvDim];
   const int bh = blockIdx.x, split = blockIdx.y, b = bh / Hkv, hk = bh % Hkv;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int chunks = D / 8;
@@ -115,6 +143,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   // into slot i % ring, keys past the end as zeros. With seq_lens, from the filled length on the device
   // (a replayed graph), the chunks covering it evenly.
   int64_t s_begin, s_end, first, steps;
+  int64_t new_row = -1;  // QKV: the token's own row, made here
   const auto bounds = [&](int32_t len) {
     int64_t s = S, c = chunk;
     if (seq_lens) {
@@ -125,6 +154,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     s_end = s < s_begin + c ? s : s_begin + c;
     first = s_begin + warp * kMmaKeys;
     steps = first < s_end ? (s_end - first + kStride - 1) / kStride : 0;
+    if (QKV) new_row = static_cast<int64_t>(len) - 1;
   };
   // The length is read before the wait, so that the copies start right after it: a model's comes from a
   // host copy ahead of the step, and only a chained kernel just before could still be writing it, which
@@ -137,23 +167,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   const T* kb = k + b * ksb + hk * ksh;
   const T* vb = v + b * vsb + hk * vsh;
   unsigned char* ring_base = smem + warp * ring * kSlot;
-  chain_wait();  // q and the cache row of this token come from the kernel before
-  chain_release();  // the merge (or the next kernel) may start; it waits for this grid's results
-
-  const uint4 zero = make_uint4(0, 0, 0, 0);
-  uint4 qf[NB];  // head g (heads >= G read as zero), chunk 4s + t: the B fragments of Q^T
-#pragma unroll
-  for (int s = 0; s < NB; ++s) {
-    const int c = 4 * s + t;
-    qf[s] = g < G && c < chunks ? *reinterpret_cast<const uint4*>(q + b * qsb + (hk * G + g) * qsh + c * 8) : zero;
-  }
   const auto issue = [&](int64_t i) {
     if (i < steps) {
       const int64_t s0 = first + i * kStride;
       unsigned char* slot = ring_base + (i % ring) * kSlot;
       for (int idx = lane; idx < kMmaKeys * chunks; idx += 32) {
         const int r = (idx * inv_chunks) >> 16, c = idx - r * chunks;
-        const bool ok = s0 + r < s_end;
+        const bool ok = s0 + r < s_end && s0 + r != new_row;
         const int64_t key = ok ? s0 + r : 0;
         const int sc = swizzled_chunk<NB>(r, c);  // rows r and 16 + r have one parity
         cp_async16(slot + r * kPitch + sc * 16, kb + key * kss + c * 8, ok);
@@ -162,6 +182,45 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     }
     cp_async_commit();  // one group per step, empty or not, so cp_async_wait counts steps
   };
+  const bool early_copies = QKV && fq.settled;
+  if (early_copies)
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) issue(i);
+  chain_wait();  // q and the cache row of this token come from the kernel before
+  chain_release();  // the merge (or the next kernel) may start; it waits for this grid's results
+
+  const uint4 zero = make_uint4(0, 0, 0, 0);
+  uint4 qf[NB];  // head g (heads >= G read as zero), chunk 4s + t: the B fragments of Q^T
+  if constexpr (!QKV) {
+#pragma unroll
+    for (int s = 0; s < NB; ++s) {
+      const int c = 4 * s + t;
+      qf[s] = g < G && c < chunks ? *reinterpret_cast<const uint4*>(q + b * qsb + (hk * G + g) * qsh + c * 8) : zero;
+    }
+  }
+  // QKV: warp w takes heads w and w + 8 of the block's q heads (0..G-1), k head (G) and v
+  // head (G + 1); loaded here, with the early length's rotation, beside its re-read
+  constexpr int kHeadsPerWarp = QKV ? 2 : 1;  // G + 2 <= 10 heads over 8 warps
+  float hx[kHeadsPerWarp][NB], hw[kHeadsPerWarp][NB], cr[NB], sr[NB];
+  const auto head_index = [&](int item) {  // in qkv: q heads Hkv G, then k heads Hkv, then v heads
+    return item < G ? hk * G + item : item == G ? Hkv * G + hk : Hkv * G + Hkv + hk;
+  };
+  const auto head_norm = [&](int item) { return item < G ? fq.q_norm : item == G ? fq.k_norm : nullptr; };
+  const auto rotation_at = [&](int64_t row) {  // (a bad length stops the kernel below)
+    const int64_t pos = row < 0 ? 0 : row < S ? row : S - 1;
+    load_rotation(fq.cos + pos * fq.half, fq.sin + pos * fq.half, fq.half, lane, cr, sr);
+  };
+  if constexpr (QKV) {
+#pragma unroll
+    for (int u = 0; u < kHeadsPerWarp; ++u) {
+      const int item = warp + kMmaWarps * u;
+      if (item < G + 2) {
+        load_head(fq.qkv + static_cast<int64_t>(head_index(item)) * D, D, lane, hx[u]);
+        if (const T* w = head_norm(item)) load_head(w, D, lane, hw[u]);
+      }
+    }
+    rotation_at(new_row);
+  }
   // o[s][p]: rows dims 32s + 8 (g / 2) + 2 (2p) + g % 2 (regs 0, 1) and the same + 2 (regs 2, 3),
   // columns heads 2t and 2t + 1 (even and odd regs)
   float o[NB][2][4];
@@ -174,8 +233,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   // heads 2t and 2t + 1: running max (log2 units) and this lane's share of the sum
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
+  if (!early_copies)
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) issue(i);
+    for (int i = 0; i < kStages - 1; ++i) issue(i);
   if (seq_lens) {
     const int32_t len = __ldcg(seq_lens + b);  // past L1, which the read before the wait may have filled
     if (len != early_len) {  // rare: drop the copies (rows below the capacity, so all readable) and start again
@@ -184,6 +244,37 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
       bounds(len);
 #pragma unroll
       for (int i = 0; i < kStages - 1; ++i) issue(i);
+      if (QKV) rotation_at(new_row);
+    }
+    // a length past the capacity, or none, has no row for the token: stop, as a bad position would
+    if (QKV && (len < 1 || len > S)) __trap();
+  }
+  if constexpr (QKV) {
+    const bool owner = s_begin <= new_row && new_row < s_end, has_keys = s_begin < s_end;
+#pragma unroll
+    for (int u = 0; u < kHeadsPerWarp; ++u) {
+      const int item = warp + kMmaWarps * u;
+      if (item >= G + 2 || (item < G ? !has_keys : !owner)) continue;
+      if (item == G + 1) {  // v: copied as it is
+        store_head<T>(hx[u], D, lane, fq.v_cache + b * vsb + hk * vsh + new_row * vss);
+        store_head<T>(hx[u], D, lane, sm_new[1]);
+        continue;
+      }
+      if (head_norm(item)) rms_norm_head<T>(hx[u], hw[u], D, fq.eps);
+      float y[NB];
+      rotate_head(hx[u], cr, sr, fq.half, D, lane, sm_rot[warp], y);
+      if (item < G) {
+        store_head<T>(y, D, lane, sm_q[item]);
+      } else {
+        store_head<T>(y, D, lane, fq.k_cache + b * ksb + hk * ksh + new_row * kss);
+        store_head<T>(y, D, lane, sm_new[0]);
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int s = 0; s < NB; ++s) {
+      const int c = 4 * s + t;
+      qf[s] = g < G && c < chunks ? *reinterpret_cast<const uint4*>(sm_q[g] + c * 8) : zero;
     }
   }
   for (int64_t i = 0; i < steps; ++i) {
@@ -191,7 +282,17 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     __syncwarp();               // and every lane's; the slot of step i - 1 is free
     issue(i + kStages - 1);
     const int64_t s0 = first + i * kStride;
-    const unsigned char* slot = ring_base + (i % ring) * kSlot;
+    unsigned char* slot = ring_base + (i % ring) * kSlot;
+    if (QKV && s0 <= new_row && new_row < s0 + kMmaKeys) {  // the token's row, from shared memory
+      const int r = static_cast<int>(new_row - s0);
+      for (int c = lane; c < chunks; c += 32) {
+        const int sc = swizzled_chunk<NB>(r, c);
+        *reinterpret_cast<uint4*>(slot + r * kPitch + sc * 16) = *reinterpret_cast<const uint4*>(sm_new[0] + c * 8);
+        *reinterpret_cast<uint4*>(slot + (kMmaKeys + r) * kPitch + sc * 16) =
+            *reinterpret_cast<const uint4*>(sm_new[1] + c * 8);
+      }
+      __syncwarp();
+    }
     const auto row_chunk = [&](int r, int c) {
       return c < chunks ? *reinterpret_cast<const uint4*>(slot + r * kPitch + swizzled_chunk<NB>(r, c) * 16) : zero;
     };
@@ -269,12 +370,13 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   }
 }
 
+// fq: null, or the q|k|v row the kernel makes q and the new cache row from (a.q undefined then)
 template <class T, int NB>
-void launch_decode_mma(const AttentionDecodeArgs& a) {
-  const int64_t B = a.q.size(0), Hq = a.q.size(1), D = a.q.size(2), Hkv = a.k.size(1), S = a.k.size(2);
+void launch_decode_mma(const AttentionDecodeArgs& a, const DecodeQkv<T>* fq) {
+  const int64_t B = a.out.size(0), Hq = a.out.size(1), D = a.out.size(2), Hkv = a.k.size(1), S = a.k.size(2);
   constexpr int64_t kKeysPerBlockStep = kMmaWarps * kMmaKeys;
   // one full wave of blocks
-  const auto kernel = decode_partial_mma_kernel<T, NB>;
+  const auto kernel = fq ? decode_partial_mma_kernel<T, NB, true> : decode_partial_mma_kernel<T, NB, false>;
   constexpr size_t smem = mma_decode_smem<NB>();
   allow_dynamic_smem(reinterpret_cast<const void*>(kernel), smem);
   const int64_t wave = resident_blocks(reinterpret_cast<const void*>(kernel), kMmaWarps * 32, smem);
@@ -301,11 +403,13 @@ void launch_decode_mma(const AttentionDecodeArgs& a) {
   }
   const dim3 grid(static_cast<unsigned>(B * Hkv), static_cast<unsigned>(splits));
   launch_chained(
-      kernel, grid, kMmaWarps * 32, ring_smem, a.q.data<T>(), a.q.stride(0), a.q.stride(1), a.k.data<T>(), a.k.stride(0), a.k.stride(1), a.k.stride(2),
+      kernel, grid, kMmaWarps * 32, ring_smem, fq ? nullptr : a.q.data<T>(), fq ? 0 : a.q.stride(0),
+      fq ? 0 : a.q.stride(1), a.k.data<T>(), a.k.stride(0), a.k.stride(1), a.k.stride(2),
       a.v.data<T>(), a.v.stride(0), a.v.stride(1), a.v.stride(2), static_cast<int>(Hkv), static_cast<int>(Hq / Hkv),
       S, a.seq_lens.defined() ? a.seq_lens.data<int32_t>() : nullptr, static_cast<int>(D),
       static_cast<float>(a.scale) * kLog2e, chunk, splits, ring, splits > 1 ? part_acc.data<float>() : nullptr,
-      splits > 1 ? reinterpret_cast<float2*>(part_ml.data<float>()) : nullptr, splits > 1 ? nullptr : a.out.data<T>());
+      splits > 1 ? reinterpret_cast<float2*>(part_ml.data<float>()) : nullptr, splits > 1 ? nullptr : a.out.data<T>(),
+      fq ? *fq : DecodeQkv<T>{});
   KILN_CUDA_CHECK_LAUNCH();
   if (splits == 1) return;
   // chained: the merge's blocks are set up while the partial kernel runs and wait for its
@@ -316,16 +420,33 @@ void launch_decode_mma(const AttentionDecodeArgs& a) {
 
 }  // namespace
 
+namespace {
+
+template <class T>
+void launch_decode_mma_dim(const AttentionDecodeArgs& a, const DecodeQkv<T>* fq) {
+  const int64_t D = a.out.size(2);
+  if (D <= 32) launch_decode_mma<T, 1>(a, fq);
+  else if (D <= 64) launch_decode_mma<T, 2>(a, fq);
+  else if (D <= 96) launch_decode_mma<T, 3>(a, fq);
+  else launch_decode_mma<T, 4>(a, fq);
+}
+
+}  // namespace
+
 void attention_decode_mma(const AttentionDecodeArgs& a) {
-  const int64_t D = a.q.size(2);
+  if (a.out.dtype() == DType::BFloat16) launch_decode_mma_dim<BFloat16>(a, nullptr);
+  else launch_decode_mma_dim<Half>(a, nullptr);
+}
+
+void attention_decode_qkv(const AttentionDecodeQkvArgs& a) {
   auto typed = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (D <= 32) launch_decode_mma<T, 1>(a);
-    else if (D <= 64) launch_decode_mma<T, 2>(a);
-    else if (D <= 96) launch_decode_mma<T, 3>(a);
-    else launch_decode_mma<T, 4>(a);
+    const auto ptr = [](const Tensor& t) { return t.defined() ? t.data<T>() : nullptr; };
+    const DecodeQkv<T> fq{a.qkv.data<T>(), ptr(a.q_norm), ptr(a.k_norm), a.cos.data<float>(), a.sin.data<float>(),
+                          static_cast<int>(a.cos.size(1)), a.eps, a.settled, a.attn.k.data<T>(), a.attn.v.data<T>()};
+    launch_decode_mma_dim<T>(a.attn, &fq);
   };
-  if (a.q.dtype() == DType::BFloat16) typed(detail::TypeTag<BFloat16>{});
+  if (a.qkv.dtype() == DType::BFloat16) typed(detail::TypeTag<BFloat16>{});
   else typed(detail::TypeTag<Half>{});
 }
 

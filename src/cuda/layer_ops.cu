@@ -12,6 +12,7 @@
 #include "cuda/block_reduce.cuh"
 #include "cuda/chained_launch.cuh"
 #include "cuda/common.h"
+#include "cuda/head_rotation.cuh"
 #include "cuda/map.cuh"
 
 namespace kiln::cuda_backend {
@@ -239,63 +240,25 @@ __global__ void __launch_bounds__(128)
   // before the wait, the head and the position together after it, the rotation's
   // cos and sin (they need the position) next.
   float wv[kMaxPerLane];
-  if (w && item < static_cast<int64_t>(Tn) * H)
-#pragma unroll
-    for (int r = 0; r < kMaxPerLane; ++r) wv[r] = lane + 32 * r < D ? static_cast<float>(w[lane + 32 * r]) : 0.0f;
+  if (w && item < static_cast<int64_t>(Tn) * H) load_head(w, D, lane, wv);
   chain_wait();
   chain_release();
   if (item >= static_cast<int64_t>(Tn) * H) return;
-  const T* src = qkv + t * qkv_row + static_cast<int64_t>(j) * D;
   float x[kMaxPerLane];
-#pragma unroll
-  for (int r = 0; r < kMaxPerLane; ++r) x[r] = lane + 32 * r < D ? static_cast<float>(src[lane + 32 * r]) : 0.0f;
+  load_head(qkv + t * qkv_row + static_cast<int64_t>(j) * D, D, lane, x);
   const int pos = positions[t];
   if (pos < 0 || pos >= capacity) __trap();  // a position past the cache: stop, as a bad index would
   if (is_v) {
-    T* dst = vc + (j - hq - hkv) * vcs0 + pos * vcs1;
-#pragma unroll
-    for (int r = 0; r < kMaxPerLane; ++r)
-      if (lane + 32 * r < D) dst[lane + 32 * r] = T(x[r]);
+    store_head<T>(x, D, lane, vc + (j - hq - hkv) * vcs0 + pos * vcs1);
     return;
   }
-  T* dst = is_q ? q_out + (static_cast<int64_t>(t) * hq + j) * D : kc + (j - hq) * kcs0 + pos * kcs1;
-  const float* c = cosv + static_cast<int64_t>(pos) * half;
-  const float* sn = sinv + static_cast<int64_t>(pos) * half;
-  float cr[kMaxPerLane], sr[kMaxPerLane];  // lane + 32 r's frequency
-#pragma unroll
-  for (int r = 0; r < kMaxPerLane; ++r) {
-    const int i = lane + 32 * r, f = i < half ? i : i - half;
-    const bool rotated = i < 2 * half;
-    cr[r] = rotated ? c[f] : 1.0f;
-    sr[r] = rotated ? sn[f] : 0.0f;
-  }
-  if (w) {
-    float ss = 0.0f;
-#pragma unroll
-    for (int r = 0; r < kMaxPerLane; ++r) ss += x[r] * x[r];
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float inv = rsqrtf(ss / static_cast<float>(D) + eps);
-#pragma unroll
-    for (int r = 0; r < kMaxPerLane; ++r)
-      if (lane + 32 * r < D) x[r] = static_cast<float>(T(x[r] * inv * wv[r]));
-  }
-  // the rotation pairs dims i and i + half, which sit in other lanes: through shared memory
+  float cr[kMaxPerLane], sr[kMaxPerLane];
+  load_rotation(cosv + static_cast<int64_t>(pos) * half, sinv + static_cast<int64_t>(pos) * half, half, lane, cr, sr);
+  if (w) rms_norm_head<T>(x, wv, D, eps);
   __shared__ float row[4][256];
-  float* mine = row[threadIdx.x / 32];
-#pragma unroll
-  for (int r = 0; r < kMaxPerLane; ++r)
-    if (lane + 32 * r < D) mine[lane + 32 * r] = x[r];
-  __syncwarp();
-#pragma unroll
-  for (int r = 0; r < kMaxPerLane; ++r) {
-    const int i = lane + 32 * r;
-    if (i >= D) continue;
-    float v = x[r];
-    if (i < half) v = v * cr[r] - mine[i + half] * sr[r];
-    else if (i < 2 * half) v = v * cr[r] + mine[i - half] * sr[r];
-    dst[i] = T(v);
-  }
+  float y[kMaxPerLane];
+  rotate_head(x, cr, sr, half, D, lane, row[threadIdx.x / 32], y);
+  store_head<T>(y, D, lane, is_q ? q_out + (static_cast<int64_t>(t) * hq + j) * D : kc + (j - hq) * kcs0 + pos * kcs1);
 }
 
 }  // namespace

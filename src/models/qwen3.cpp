@@ -2,7 +2,8 @@
 // per-head q/k RMSNorm + rotary + the new keys and values written into the cache
 // (one kernel), attention over the cache (the decode kernel for one token, with
 // the length read on the device; for a prompt, causal from the bottom right, so
-// that a chunk after cached context sees it), o_proj, the residual add fused into the next
+// that a chunk after cached context sees it; a token's two ops can be one,
+// attention_decode_qkv, whose CUDA kernel makes q and the cache row itself), o_proj, the residual add fused into the next
 // RMSNorm, then SwiGLU (gate|up and silu_and_mul in one call, linear_silu_and_mul) or
 // the router (with that add and norm inside its kernel, rms_norm_linear; see mlp()) and
 // the experts (their combine fused into the down projection:
@@ -197,11 +198,24 @@ Tensor Qwen3Model::attention(int64_t layer, const Tensor& delta, std::optional<T
         timed("add + rms_norm", [&] { return add_rms_norm(delta, residual, l.input_norm, config_.rms_norm_eps); });
     qkv = timed("q|k|v projection", [&] { return w.qkv(h); });
   }
+  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
+  // On CUDA the one kernel is opt-in (KILN_FUSED_ATTENTION=1) until it has run on a GPU; on the CPU the op
+  // is the two ops in one call
+  static const bool fused_on_cuda = env_opt_in("KILN_FUSED_ATTENTION");
+  if (T == 1 && (!device().is_cuda() || (dtype() != DType::Float32 && fused_on_cuda))) {
+    // the cache's length read on the device; only the q|k|v projection runs just before, and it writes
+    // no cache row, so the kernel may copy the rows it has while the projection finishes
+    const Tensor o = timed("q/k norm + rotary + cache + attention", [&] {
+      return attention_decode_qkv(qkv, hq, hkv, w.q_norm, w.k_norm, config_.rms_norm_eps, rope_cos_, rope_sin_,
+                                  step.seq_len, kc, vc, scale, /*cache_settled=*/true)
+          .view({1, hq * D});
+    });
+    return timed("o projection", [&] { return w.o(o); });
+  }
   const Tensor q = timed("q/k norm + rotary + cache", [&] {
     return qkv_rotary_cache(qkv, hq, hkv, w.q_norm, w.k_norm, config_.rms_norm_eps, rope_cos_, rope_sin_,
                             step.positions, kc, vc);
   });
-  const double scale = 1.0 / std::sqrt(static_cast<double>(D));
   const Tensor o = timed("attention", [&] {
     if (T == 1 && (dtype() != DType::Float32 || !device().is_cuda()))  // the cache's length read on the device
       return attention_decode_cache(q.view({1, hq, D}), kc.unsqueeze(0), vc.unsqueeze(0), step.seq_len, scale)

@@ -10,6 +10,9 @@
 #include "core/shape.h"
 #include "core/vector_rows.h"
 #include "ops/common.h"
+#if KILN_WITH_CUDA
+#include "cuda/attention_decode.h"
+#endif
 
 namespace kiln {
 
@@ -162,6 +165,51 @@ Tensor attention_decode_cache(const Tensor& q, const Tensor& k_cache, const Tens
   if (a.out.numel() > 0 && k_cache.size(2) > 0) KILN_ON_DEVICE(q.device(), attention_decode, a);
   else if (a.out.numel() > 0) a.out.zero_();
   return a.out;
+}
+
+Tensor attention_decode_qkv(const Tensor& qkv, int64_t hq, int64_t hkv, const Tensor& q_norm, const Tensor& k_norm,
+                            double eps, const Tensor& cos, const Tensor& sin, const Tensor& seq_len,
+                            const Tensor& k_cache, const Tensor& v_cache, std::optional<double> scale,
+                            bool cache_settled) {
+  constexpr const char* op = "attention_decode_qkv";
+  check_defined(op, seq_len);
+  const int64_t D = check_qkv_rotary_operands(op, qkv, hq, hkv, q_norm, k_norm, cos, sin, k_cache, v_cache);
+  check_same_device(op, qkv, seq_len);
+  KILN_CHECK(qkv.dtype() == DType::BFloat16 || qkv.dtype() == DType::Float16 ||
+                 (!qkv.is_cuda() && qkv.dtype() == DType::Float32),
+             op, ": dtype must be bfloat16 or float16 (float32 on the CPU), got ", qkv.dtype());
+  KILN_CHECK(qkv.size(0) == 1, op, ": qkv must be one token's row [1, ", qkv.size(1), "], got shape ", qkv.shape());
+  KILN_CHECK(hq % hkv == 0 && hq / hkv <= 8, op, ": num_heads (", hq, ") must be a multiple of num_kv_heads (", hkv,
+             ") with at most 8 q heads per kv head");
+  KILN_CHECK(D % 8 == 0 && D <= 256 && rows_vector_aligned(k_cache, 2) && rows_vector_aligned(v_cache, 2), op,
+             ": head_dim must be a multiple of 8 up to 256 with 16-byte aligned cache rows of unit stride, got ", D);
+  KILN_CHECK(seq_len.dtype() == DType::Int32 && seq_len.dim() == 1 && seq_len.size(0) == 1, op,
+             ": seq_len must be int32 [1], got ", seq_len.dtype(), " ", seq_len.shape());
+  const int64_t capacity = k_cache.size(1);
+  if (!seq_len.is_cuda()) {  // on CUDA the kernels stop on a bad length (no host read)
+    const int64_t len = seq_len.contiguous().data<int32_t>()[0];
+    KILN_CHECK(len >= 1 && len <= capacity, op, ": seq_len must lie in [1, ", capacity, "], got ", len);
+  }
+  const double s = scale.value_or(1.0 / std::sqrt(static_cast<double>(D)));
+#if KILN_WITH_CUDA
+  if (qkv.is_cuda() && D <= cuda_backend::kMmaMaxDim) {  // one kernel (attention_mma.cu)
+    cuda_backend::AttentionDecodeQkvArgs a;
+    a.attn = AttentionDecodeArgs{Tensor::empty({1, hq, D}, qkv.dtype(), qkv.device()), Tensor(),
+                                 k_cache.unsqueeze(0), v_cache.unsqueeze(0), s, seq_len.contiguous()};
+    a.qkv = qkv.stride(1) == 1 ? qkv : qkv.contiguous();
+    a.q_norm = q_norm.defined() ? q_norm.contiguous() : q_norm;
+    a.k_norm = k_norm.defined() ? k_norm.contiguous() : k_norm;
+    a.cos = cos.contiguous();
+    a.sin = sin.contiguous();
+    a.eps = static_cast<float>(eps);
+    a.settled = cache_settled;
+    cuda_backend::DeviceGuard guard(qkv.device().index);
+    cuda_backend::attention_decode_qkv(a);
+    return a.attn.out;
+  }
+#endif
+  const Tensor q = qkv_rotary_cache(qkv, hq, hkv, q_norm, k_norm, eps, cos, sin, sub(seq_len, 1), k_cache, v_cache);
+  return attention_decode_cache(q, k_cache.unsqueeze(0), v_cache.unsqueeze(0), seq_len, s);
 }
 
 }  // namespace kiln

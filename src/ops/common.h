@@ -80,6 +80,14 @@ inline void check_rms_norm_operands(const char* op, const Tensor& x, const Tenso
   }
 }
 
+// qkv_rotary_cache's operands besides its positions (also attention_decode_qkv's):
+// qkv [T, (hq + 2 hkv) D] of a float dtype, the caches [hkv, capacity, D] of its dtype
+// with unit inner stride, cos and sin float32 [>= capacity, <= D / 2], the norms [D]
+// of its dtype or undefined, all on qkv's device. Returns D.
+int64_t check_qkv_rotary_operands(const char* op, const Tensor& qkv, int64_t hq, int64_t hkv, const Tensor& q_norm,
+                                  const Tensor& k_norm, const Tensor& cos, const Tensor& sin, const Tensor& k_cache,
+                                  const Tensor& v_cache);
+
 // torch.result_type for two tensors: a 0-d tensor only decides the dtype when
 // its category (bool < integer < float < complex) is higher than the other's.
 inline int dtype_category(DType d) {

@@ -111,18 +111,17 @@ Tensor apply_rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool 
 
 namespace kiln {
 
-Tensor qkv_rotary_cache(const Tensor& qkv, int64_t hq, int64_t hkv, const Tensor& q_norm, const Tensor& k_norm,
-                        double eps, const Tensor& cos, const Tensor& sin, const Tensor& positions,
-                        const Tensor& k_cache, const Tensor& v_cache) {
-  constexpr const char* op = "qkv_rotary_cache";
+int64_t check_qkv_rotary_operands(const char* op, const Tensor& qkv, int64_t hq, int64_t hkv, const Tensor& q_norm,
+                                  const Tensor& k_norm, const Tensor& cos, const Tensor& sin, const Tensor& k_cache,
+                                  const Tensor& v_cache) {
   check_defined(op, qkv, cos);
-  check_defined(op, sin, positions);
-  check_defined(op, k_cache, v_cache);
+  check_defined(op, sin, k_cache);
+  check_defined(op, v_cache);
   check_compute_float(op, qkv);
-  for (const Tensor* t : {&cos, &sin, &positions, &k_cache, &v_cache}) check_same_device(op, qkv, *t);
+  for (const Tensor* t : {&cos, &sin, &k_cache, &v_cache}) check_same_device(op, qkv, *t);
   KILN_CHECK(hq > 0 && hkv > 0 && qkv.dim() == 2 && qkv.size(1) % (hq + 2 * hkv) == 0, op, ": qkv must be [T, (",
              hq, " + 2 * ", hkv, ") * head_dim], got shape ", qkv.shape());
-  const int64_t T = qkv.size(0), D = qkv.size(1) / (hq + 2 * hkv);
+  const int64_t D = qkv.size(1) / (hq + 2 * hkv);
   KILN_CHECK(k_cache.dim() == 3 && k_cache.size(0) == hkv && k_cache.size(2) == D && v_cache.shape() == k_cache.shape() &&
                  k_cache.dtype() == qkv.dtype() && v_cache.dtype() == qkv.dtype() && k_cache.stride(2) == 1 &&
                  v_cache.stride(2) == 1,
@@ -134,14 +133,25 @@ Tensor qkv_rotary_cache(const Tensor& qkv, int64_t hq, int64_t hkv, const Tensor
                  sin.dtype() == DType::Float32 && cos.size(0) >= capacity && cos.size(1) * 2 <= D,
              op, ": cos and sin must be float32 [>= ", capacity, ", <= ", D / 2, "], got ", cos.dtype(), " ",
              cos.shape(), " and ", sin.dtype(), " ", sin.shape());
-  KILN_CHECK(positions.dtype() == DType::Int32 && positions.dim() == 1 && positions.size(0) == T, op,
-             ": positions must be int32 [", T, "], got ", positions.dtype(), " ", positions.shape());
   for (const Tensor* n : {&q_norm, &k_norm})
     if (n->defined()) {
       check_same_device(op, qkv, *n);
       KILN_CHECK(n->dim() == 1 && n->size(0) == D && n->dtype() == qkv.dtype(), op, ": q_norm and k_norm must be [",
                  D, "] of ", qkv.dtype(), ", got ", n->dtype(), " ", n->shape());
     }
+  return D;
+}
+
+Tensor qkv_rotary_cache(const Tensor& qkv, int64_t hq, int64_t hkv, const Tensor& q_norm, const Tensor& k_norm,
+                        double eps, const Tensor& cos, const Tensor& sin, const Tensor& positions,
+                        const Tensor& k_cache, const Tensor& v_cache) {
+  constexpr const char* op = "qkv_rotary_cache";
+  check_defined(op, positions);
+  const int64_t D = check_qkv_rotary_operands(op, qkv, hq, hkv, q_norm, k_norm, cos, sin, k_cache, v_cache);
+  check_same_device(op, qkv, positions);
+  const int64_t T = qkv.size(0), capacity = k_cache.size(1);
+  KILN_CHECK(positions.dtype() == DType::Int32 && positions.dim() == 1 && positions.size(0) == T, op,
+             ": positions must be int32 [", T, "], got ", positions.dtype(), " ", positions.shape());
   check_host_range(op, "positions", positions, capacity);
   QkvRotaryCacheArgs a;
   a.q_out = Tensor::empty({T, hq, D}, qkv.dtype(), qkv.device());

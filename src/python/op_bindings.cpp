@@ -346,6 +346,15 @@ void bind_ops(py::module_& m) {
      arg("sin"), arg("positions"), arg("k_cache"), arg("v_cache"));
   m.def("attention_decode_cache", &attention_decode_cache, arg("q"), arg("k_cache"), arg("v_cache"), arg("seq_lens"),
         arg("scale") = none, py::call_guard<py::gil_scoped_release>());
+  m.def("attention_decode_qkv", [](const Tensor& qkv, int64_t hq, int64_t hkv, std::optional<Tensor> q_norm,
+                                   std::optional<Tensor> k_norm, double eps, const Tensor& cos, const Tensor& sin,
+                                   const Tensor& seq_len, const Tensor& k_cache, const Tensor& v_cache,
+                                   std::optional<double> scale, bool cache_settled) {
+    py::gil_scoped_release release;
+    return attention_decode_qkv(qkv, hq, hkv, q_norm.value_or(Tensor()), k_norm.value_or(Tensor()), eps, cos, sin,
+                                seq_len, k_cache, v_cache, scale, cache_settled);
+  }, arg("qkv"), arg("num_heads"), arg("num_kv_heads"), arg("q_norm"), arg("k_norm"), arg("eps"), arg("cos"),
+     arg("sin"), arg("seq_len"), arg("k_cache"), arg("v_cache"), arg("scale") = none, arg("cache_settled") = false);
   // ---- gathers and mixture-of-experts routing ----
   m.def("index_select", &index_select, arg("input"), arg("dim"), arg("index"), py::call_guard<py::gil_scoped_release>());
   cls.def("index_select", &index_select, arg("dim"), arg("index"));

@@ -1,5 +1,5 @@
-"""qkv_rotary_cache and attention_decode_cache (the KV cache ops of the decode
-step) on the CPU against numpy."""
+"""qkv_rotary_cache, attention_decode_cache and attention_decode_qkv (the two in one
+call) — the KV cache ops of the decode step — on the CPU against numpy."""
 import unittest
 
 import numpy as np
@@ -99,6 +99,59 @@ class KvCacheOps(unittest.TestCase):
         with self.assertRaisesRegex(kiln.Error, "Hq a multiple of Hkv"):
             kiln.attention_decode_cache(kiln.ones((1, 3, 8)), kiln.ones((1, 2, 4, 8)), kiln.ones((1, 2, 4, 8)),
                                         kiln.tensor([1]).to(kiln.int32))
+
+    def test_attention_decode_qkv_writes_the_new_row_and_attends_to_it(self):
+        for hq, hkv, d, half, norms in [(4, 2, 16, 8, True), (8, 1, 64, 16, False), (6, 3, 40, 20, True)]:
+            cap, eps, scale = 12, 1e-6, 0.2
+            qkv = RNG.standard_normal((1, (hq + 2 * hkv) * d)).astype(np.float32)
+            qn, kn = (RNG.standard_normal(d).astype(np.float32) for _ in range(2))
+            cos, sin = rope_tables(cap, half)
+            old_k = RNG.standard_normal((hkv, cap, d)).astype(np.float32)
+            old_v = RNG.standard_normal((hkv, cap, d)).astype(np.float32)
+            for length in (1, 7, cap):
+                kc, vc = kiln.tensor(old_k.copy()), kiln.tensor(old_v.copy())
+                got = kiln.attention_decode_qkv(kiln.tensor(qkv), hq, hkv, kiln.tensor(qn) if norms else None,
+                                                kiln.tensor(kn) if norms else None, eps, kiln.tensor(cos),
+                                                kiln.tensor(sin), kiln.tensor([length]).to(kiln.int32), kc, vc, scale)
+                got, kc, vc = np.from_dlpack(got), np.from_dlpack(kc), np.from_dlpack(vc)
+                p = length - 1
+                heads = qkv[0].reshape(hq + 2 * hkv, d)
+                q = norm_rope(heads[:hq], qn if norms else None, eps, cos[p], sin[p])
+                want_k, want_v = old_k.astype(np.float64), old_v.astype(np.float64)
+                want_k[:, p] = norm_rope(heads[hq:hq + hkv], kn if norms else None, eps, cos[p], sin[p])
+                want_v[:, p] = heads[hq + hkv:]
+                np.testing.assert_allclose(kc, want_k, rtol=1e-5, atol=1e-5)
+                np.testing.assert_allclose(vc, want_v, rtol=0, atol=0)
+                kk = np.repeat(want_k[:, :length], hq // hkv, 0)
+                vv = np.repeat(want_v[:, :length], hq // hkv, 0)
+                sc = np.einsum("hd,hsd->hs", q, kk) * scale
+                w = np.exp(sc - sc.max(-1, keepdims=True))
+                want = np.einsum("hs,hsd->hd", w / w.sum(-1, keepdims=True), vv)
+                self.assertEqual(got.shape, (1, hq, d))
+                np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-5, err_msg=f"{hq}/{hkv} d{d} len {length}")
+
+    def test_attention_decode_qkv_errors(self):
+        kc, vc = kiln.zeros((2, 4, 16)), kiln.zeros((2, 4, 16))
+        cos, sin = (kiln.tensor(t) for t in rope_tables(4, 8))
+        qkv = kiln.zeros((1, 8 * 16))
+        one = kiln.tensor([1]).to(kiln.int32)
+        for bad in (0, 5):
+            with self.assertRaisesRegex(kiln.Error, rf"attention_decode_qkv: seq_len must lie in \[1, 4\], got {bad}"):
+                kiln.attention_decode_qkv(qkv, 4, 2, None, None, 1e-6, cos, sin, kiln.tensor([bad]).to(kiln.int32),
+                                          kc, vc)
+        with self.assertRaisesRegex(kiln.Error, r"attention_decode_qkv: qkv must be one token's row"):
+            kiln.attention_decode_qkv(kiln.zeros((2, 8 * 16)), 4, 2, None, None, 1e-6, cos, sin, one, kc, vc)
+        with self.assertRaisesRegex(kiln.Error, r"attention_decode_qkv: seq_len must be int32 \[1\]"):
+            kiln.attention_decode_qkv(qkv, 4, 2, None, None, 1e-6, cos, sin, kiln.tensor([1, 2]).to(kiln.int32),
+                                      kc, vc)
+        with self.assertRaisesRegex(kiln.Error, r"attention_decode_qkv: num_heads \(18\) must be a multiple"):
+            kiln.attention_decode_qkv(kiln.zeros((1, 22 * 16)), 18, 2, None, None, 1e-6, cos, sin, one, kc, vc)
+        with self.assertRaisesRegex(kiln.Error, r"attention_decode_qkv: head_dim must be a multiple of 8"):
+            kiln.attention_decode_qkv(kiln.zeros((1, 8 * 12)), 4, 2, None, None, 1e-6,
+                                      *(kiln.tensor(t) for t in rope_tables(4, 6)), one, kiln.zeros((2, 4, 12)),
+                                      kiln.zeros((2, 4, 12)))
+        with self.assertRaisesRegex(kiln.Error, "attention_decode_qkv: k_cache and v_cache must be"):
+            kiln.attention_decode_qkv(qkv, 4, 2, None, None, 1e-6, cos, sin, one, kiln.zeros((2, 4, 8)), vc)
 
 
 if __name__ == "__main__":

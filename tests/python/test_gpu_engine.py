@@ -92,6 +92,87 @@ class KvCacheOps(TorchParityBase):
         for s, got in outs:
             torch.testing.assert_close(torch.from_dlpack(got), want[s], rtol=2e-2, atol=2e-2, msg=f"length {s}")
 
+    def test_attention_decode_qkv_equals_the_two_ops_and_torch(self):
+        # One kernel (d <= 128) or the two ops (d 256): the output and both caches bit for bit equal to
+        # qkv_rotary_cache then attention_decode_cache, and the output near torch's rms_norm, rotation and
+        # sdpa; the lengths put the new row first, at a block step's edge, in a middle split and last
+        F = torch.nn.functional
+        for dt in (torch.bfloat16, torch.float16):
+            for hq, hkv, d, half, cap, norms in [(32, 8, 80, 40, 4096, True), (32, 4, 128, 64, 2048, True),
+                                                 (16, 2, 64, 16, 300, False), (8, 8, 128, 64, 33, True),
+                                                 (16, 4, 256, 64, 200, True)]:
+                eps, scale = 1e-6, 0.125
+                qkv = torch.randn(1, (hq + 2 * hkv) * d, device=DEV, dtype=dt)
+                qn, kn = torch.randn(d, device=DEV, dtype=dt), torch.randn(d, device=DEV, dtype=dt)
+                ang = torch.arange(cap, device=DEV)[:, None].float() * torch.rand(half, device=DEV)[None]
+                cos, sin = ang.cos(), ang.sin()
+                old_k = torch.randn(hkv, cap, d, device=DEV, dtype=dt)
+                old_v = torch.randn(hkv, cap, d, device=DEV, dtype=dt)
+                for length in sorted({1, min(cap, 128), min(cap, 129), cap // 2 + 3, cap}):
+                    lens = torch.tensor([length], device=DEV, dtype=torch.int32)
+                    msg = f"{dt} {hq}/{hkv} d={d} length {length}"
+                    kc2, vc2 = old_k.clone(), old_v.clone()
+                    q = kiln.qkv_rotary_cache(k(qkv), hq, hkv, k(qn) if norms else None, k(kn) if norms else None,
+                                              eps, k(cos), k(sin), k(lens - 1), k(kc2), k(vc2))
+                    want = torch.from_dlpack(kiln.attention_decode_cache(q, k(kc2[None]), k(vc2[None]), k(lens),
+                                                                         scale))
+                    for settled in (False, True):
+                        kc, vc = old_k.clone(), old_v.clone()
+                        got = kiln.attention_decode_qkv(k(qkv), hq, hkv, k(qn) if norms else None,
+                                                        k(kn) if norms else None, eps, k(cos), k(sin), k(lens), k(kc),
+                                                        k(vc), scale, cache_settled=settled)
+                        got = torch.from_dlpack(got)
+                        self.assertEqual(tuple(got.shape), (1, hq, d))
+                        torch.testing.assert_close(got, want, rtol=0, atol=0, msg=f"{msg} settled={settled}")
+                        torch.testing.assert_close(kc, kc2, rtol=0, atol=0, msg=msg)
+                        torch.testing.assert_close(vc, vc2, rtol=0, atol=0, msg=msg)
+                    heads = qkv.view(hq + 2 * hkv, d)
+
+                    def norm_rope(x, w):
+                        if norms:
+                            x = F.rms_norm(x.float(), (d,), w.float(), eps).to(dt)
+                        x, c, s = x.float(), cos[length - 1], sin[length - 1]
+                        out = x.clone()
+                        out[:, :half] = x[:, :half] * c - x[:, half:2 * half] * s
+                        out[:, half:2 * half] = x[:, half:2 * half] * c + x[:, :half] * s
+                        return out.to(dt)
+
+                    kk, vv = old_k.clone(), old_v.clone()
+                    kk[:, length - 1], vv[:, length - 1] = norm_rope(heads[hq:hq + hkv], kn), heads[hq + hkv:]
+                    ref = F.scaled_dot_product_attention(norm_rope(heads[:hq], qn)[None, :, None],
+                                                         kk[None, :, :length], vv[None, :, :length], scale=scale,
+                                                         enable_gqa=True)[:, :, 0]
+                    torch.testing.assert_close(got, ref, rtol=2e-2, atol=2e-2, msg=msg)
+
+    def test_attention_decode_qkv_right_after_a_chained_write_of_the_length(self):
+        # As for attention_decode_cache: the length read before the wait may be stale; the new row then
+        # moves with the length read after it
+        hq, hkv, d, cap = 32, 8, 80, 4096
+        qkv = torch.randn(1, (hq + 2 * hkv) * d, device=DEV, dtype=torch.bfloat16)
+        ang = torch.arange(cap, device=DEV)[:, None].float() * torch.rand(40, device=DEV)[None]
+        cos, sin = k(ang.cos()), k(ang.sin())
+        old_k = torch.randn(hkv, cap, d, device=DEV, dtype=torch.bfloat16)
+        old_v = torch.randn(hkv, cap, d, device=DEV, dtype=torch.bfloat16)
+        # the caches with all three new rows written, as they stand after the first round
+        sizes = (37, 4096, 1000)
+        ref_k, ref_v = old_k.clone(), old_v.clone()
+        pos = torch.tensor([s - 1 for s in sizes], device=DEV, dtype=torch.int32)
+        q3 = torch.from_dlpack(kiln.qkv_rotary_cache(k(qkv.expand(3, -1).contiguous()), hq, hkv, None, None, 1e-6,
+                                                     cos, sin, k(pos), k(ref_k), k(ref_v)))
+        want = {s: torch.from_dlpack(kiln.attention_decode_cache(
+            k(q3[i:i + 1].contiguous()), k(ref_k[None]), k(ref_v[None]),
+            k(torch.tensor([s], device=DEV, dtype=torch.int32)), 0.125)) for i, s in enumerate(sizes)}
+        lens = kiln.full([1], 1, dtype=kiln.int32, device=kiln.device("cuda"))
+        kc, vc = k(ref_k.clone()), k(ref_v.clone())
+        outs = []
+        for _ in range(20):
+            for s in want:
+                lens.fill_(s)
+                outs.append((s, kiln.attention_decode_qkv(k(qkv), hq, hkv, None, None, 1e-6, cos, sin, lens, kc, vc,
+                                                          0.125)))
+        for s, got in outs:
+            torch.testing.assert_close(torch.from_dlpack(got), want[s], rtol=0, atol=0, msg=f"length {s}")
+
 
 @unittest.skipUnless(HAVE, "needs torch with CUDA and a CUDA device for kiln")
 class EngineGraph(TorchParityBase):
