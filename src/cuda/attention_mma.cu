@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
       unsigned char* slot = ring_base + (i % ring) * kSlot;
       for (int idx = lane; idx < kMmaKeys * chunks; idx += 32) {
         const int r = (idx * inv_chunks) >> 16, c = idx - r * chunks;
-        const bool ok = s0 + r < s_end && s0 + r != new_row;
+        const bool ok = s0 + r < s_end && (!QKV || s0 + r != new_row);
         const int64_t key = ok ? s0 + r : 0;
         const int sc = swizzled_chunk<NB>(r, c);  // rows r and 16 + r have one parity
         cp_async16(slot + r * kPitch + sc * 16, kb + key * kss + c * 8, ok);
@@ -262,6 +262,7 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
       }
       if (head_norm(item)) rms_norm_head<T>(hx[u], hw[u], D, fq.eps);
       float y[NB];
+      __syncwarp();  // the scratch's reads for the warp's head before
       rotate_head(hx[u], cr, sr, fq.half, D, lane, sm_rot[warp], y);
       if (item < G) {
         store_head<T>(y, D, lane, sm_q[item]);

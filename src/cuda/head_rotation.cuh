@@ -43,11 +43,11 @@ __device__ __forceinline__ void rms_norm_head(float (&x)[P], const float (&w)[P]
 }
 
 // The half-rotated rotary embedding of x into y: dim i pairs with i + half, which
-// another lane holds, so x passes through scratch (D floats of this warp's).
+// another lane holds, so x passes through scratch (D floats of this warp's; a warp
+// that rotates another head with the same scratch syncs first).
 template <int P>
 __device__ __forceinline__ void rotate_head(const float (&x)[P], const float (&cr)[P], const float (&sr)[P], int half,
                                             int D, int lane, float* scratch, float (&y)[P]) {
-  __syncwarp();  // scratch's last reads (a warp may rotate several heads)
 #pragma unroll
   for (int r = 0; r < P; ++r)
     if (lane + 32 * r < D) scratch[lane + 32 * r] = x[r];
