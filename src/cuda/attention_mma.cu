@@ -16,6 +16,8 @@
 // more than one chunk a merge kernel (attention_merge.cuh) combines them. For
 // attention_decode_qkv the kernel also makes q and the token's cache row (QKV below).
 // On the H200 (32 q / 8 kv heads, d80, bf16): 4K context 6.8 us, 32K 25.6 us (77% of copy).
+#include <cstdlib>
+
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -122,8 +124,9 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
     decode_partial_mma_kernel(const T* __restrict__ q, int64_t qsb, int64_t qsh, const T* __restrict__ k, int64_t ksb,
                               int64_t ksh, int64_t kss, const T* __restrict__ v, int64_t vsb, int64_t vsh,
                               int64_t vss, int Hkv, int G, int64_t S, const int32_t* __restrict__ seq_lens, int D,
-                              float scale_log2, int64_t chunk, int splits, int ring, float* __restrict__ part_acc,
-                              float2* __restrict__ part_ml, T* __restrict__ out, DecodeQkv<T> fq) {
+                              float scale_log2, int64_t chunk, int splits, int ring, int chunk_round,
+                              float* __restrict__ part_acc, float2* __restrict__ part_ml, T* __restrict__ out,
+                              DecodeQkv<T> fq) {
   constexpr int kDim = NB * 32, kPitch = NB * 64;
   constexpr int kSlot = 2 * kMmaKeys * kPitch;        // bytes of one stage: K rows, then V rows
   constexpr int64_t kStride = kMmaWarps * kMmaKeys;  // keys of one step of the block
@@ -141,14 +144,14 @@ __global__ void __launch_bounds__(kMmaWarps * 32)
   const int inv_chunks = (65536 + chunks - 1) / chunks;
   // This split's keys [s_begin, s_end) and this warp's steps: step i takes keys first + i * kStride ...
   // into slot i % ring, keys past the end as zeros. With seq_lens, from the filled length on the device
-  // (a replayed graph), the chunks covering it evenly.
+  // (a replayed graph), the chunks covering it evenly, in whole multiples of chunk_round keys.
   int64_t s_begin, s_end, first, steps;
   int64_t new_row = -1;  // QKV: the token's own row, made here
   const auto bounds = [&](int32_t len) {
     int64_t s = S, c = chunk;
     if (seq_lens) {
       s = len < 0 ? 0 : (len < S ? len : S);
-      c = ((s + splits - 1) / splits + kStride - 1) / kStride * kStride;
+      c = ((s + splits - 1) / splits + chunk_round - 1) / chunk_round * chunk_round;
     }
     s_begin = split * c;
     s_end = s < s_begin + c ? s : s_begin + c;
@@ -396,6 +399,15 @@ void launch_decode_mma(const AttentionDecodeArgs& a, const DecodeQkv<T>* fq) {
   // the same, so the gain is in the chained graph, presumably its blocks becoming resident
   // beside the kernel before it sooner.
   const int ring = static_cast<int>(std::min<int64_t>(kStages, std::max<int64_t>(1, chunk / kKeysPerBlockStep)));
+  // With the length on the device, its chunks are rounded to a block step's keys, or (KILN_DECODE_CHUNK_KEYS,
+  // a multiple of 16 up to 128: an experiment, to be measured) fewer, so that a short context spreads over
+  // more blocks (a block's warps past its chunk take no step)
+  static const int chunk_round = [] {
+    const char* v = std::getenv("KILN_DECODE_CHUNK_KEYS");
+    const int keys = v ? std::atoi(v) : 0;
+    return keys >= kMmaKeys && keys <= kKeysPerBlockStep && keys % kMmaKeys == 0 ? keys
+                                                                                 : static_cast<int>(kKeysPerBlockStep);
+  }();
   const size_t ring_smem = smem / kStages * ring;
   Tensor part_acc, part_ml;
   if (splits > 1) {
@@ -408,7 +420,8 @@ void launch_decode_mma(const AttentionDecodeArgs& a, const DecodeQkv<T>* fq) {
       fq ? 0 : a.q.stride(1), a.k.data<T>(), a.k.stride(0), a.k.stride(1), a.k.stride(2),
       a.v.data<T>(), a.v.stride(0), a.v.stride(1), a.v.stride(2), static_cast<int>(Hkv), static_cast<int>(Hq / Hkv),
       S, a.seq_lens.defined() ? a.seq_lens.data<int32_t>() : nullptr, static_cast<int>(D),
-      static_cast<float>(a.scale) * kLog2e, chunk, splits, ring, splits > 1 ? part_acc.data<float>() : nullptr,
+      static_cast<float>(a.scale) * kLog2e, chunk, splits, ring, chunk_round,
+      splits > 1 ? part_acc.data<float>() : nullptr,
       splits > 1 ? reinterpret_cast<float2*>(part_ml.data<float>()) : nullptr, splits > 1 ? nullptr : a.out.data<T>(),
       fq ? *fq : DecodeQkv<T>{});
   KILN_CUDA_CHECK_LAUNCH();
@@ -418,10 +431,6 @@ void launch_decode_mma(const AttentionDecodeArgs& a, const DecodeQkv<T>* fq) {
   launch_decode_merge<T>(part_acc.data<float>(), reinterpret_cast<const float2*>(part_ml.data<float>()), splits,
                          static_cast<int>(D), B * Hq, a.out.data<T>());
 }
-
-}  // namespace
-
-namespace {
 
 template <class T>
 void launch_decode_mma_dim(const AttentionDecodeArgs& a, const DecodeQkv<T>* fq) {
