@@ -3,10 +3,11 @@
 // (one kernel), attention over the cache (the decode kernel for one token, with
 // the length read on the device; for a prompt, causal from the bottom right, so
 // that a chunk after cached context sees it; a token's two ops can be one,
-// attention_decode_qkv, whose CUDA kernel makes q and the cache row itself), o_proj, the residual add fused into the next
-// RMSNorm, then SwiGLU (gate|up and silu_and_mul in one call, linear_silu_and_mul) or
-// the router (with that add and norm inside its kernel, rms_norm_linear; see mlp()) and
-// the experts (their combine fused into the down projection:
+// attention_decode_qkv, whose CUDA kernel makes q and the cache row itself), o_proj,
+// the residual add fused into the next RMSNorm, then SwiGLU (gate|up and silu_and_mul
+// in one call, linear_silu_and_mul) or the router (with that add and norm inside its
+// kernel, rms_norm_linear; see mlp()) and the experts (their combine fused into the
+// down projection:
 // on the H100, 30B-A3B config, in one run against the combine fused into the next
 // add and norm instead, fp8 379-381 -> 405-407 tok/s at 128 context, 374-376 ->
 // 401-403 at 2048; bf16 275-279 either way, then 287-289 and 293-297 with the two

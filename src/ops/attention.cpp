@@ -186,6 +186,7 @@ Tensor attention_decode_qkv(const Tensor& qkv, int64_t hq, int64_t hkv, const Te
   KILN_CHECK(seq_len.dtype() == DType::Int32 && seq_len.dim() == 1 && seq_len.size(0) == 1, op,
              ": seq_len must be int32 [1], got ", seq_len.dtype(), " ", seq_len.shape());
   const int64_t capacity = k_cache.size(1);
+  KILN_CHECK(capacity > 0, op, ": the caches have no rows (capacity 0): the token has no place in them");
   if (!seq_len.is_cuda()) {  // on CUDA the kernels stop on a bad length (no host read)
     const int64_t len = seq_len.contiguous().data<int32_t>()[0];
     KILN_CHECK(len >= 1 && len <= capacity, op, ": seq_len must lie in [1, ", capacity, "], got ", len);

@@ -150,6 +150,9 @@ class KvCacheOps(unittest.TestCase):
             kiln.attention_decode_qkv(kiln.zeros((1, 8 * 12)), 4, 2, None, None, 1e-6,
                                       *(kiln.tensor(t) for t in rope_tables(4, 6)), one, kiln.zeros((2, 4, 12)),
                                       kiln.zeros((2, 4, 12)))
+        with self.assertRaisesRegex(kiln.Error, r"attention_decode_qkv: the caches have no rows \(capacity 0\)"):
+            kiln.attention_decode_qkv(qkv, 4, 2, None, None, 1e-6, cos, sin, one, kiln.zeros((2, 0, 16)),
+                                      kiln.zeros((2, 0, 16)))
         with self.assertRaisesRegex(kiln.Error, "attention_decode_qkv: k_cache and v_cache must be"):
             kiln.attention_decode_qkv(qkv, 4, 2, None, None, 1e-6, cos, sin, one, kiln.zeros((2, 4, 8)), vc)
 
