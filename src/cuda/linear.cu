@@ -8,7 +8,6 @@
 #include "core/backend.h"
 #include "core/dispatch.h"
 #include "core/elementwise_math.h"
-#include "core/vector_rows.h"
 #include "cuda/chained_launch.cuh"
 #include "cuda/cp_async.cuh"
 #include "cuda/gemv.cuh"
@@ -342,10 +341,7 @@ void linear_typed(const LinearArgs& a) {
 }  // namespace
 
 void linear_rows(const LinearArgs& args) {
-  const int64_t K = args.weight.size(1);
-  const size_t wv = 16 / args.weight.itemsize();
-  const bool aligned = K % static_cast<int64_t>(wv) == 0 && rows_vector_aligned(args.weight, 1) &&
-                       rows_vector_aligned(args.x, 1);
+  const bool aligned = vector_rows(args);
   KILN_CHECK(args.x.size(0) <= 8, "linear_rows: at most 8 rows, got ", args.x.size(0));
   KILN_CHECK(aligned || !(args.norm() || args.pending_norm()),
              "linear_rows: an RMSNorm needs 16-byte rows (rms_norm_linear and pending_rms_norm_linear check)");

@@ -14,6 +14,11 @@
 
 namespace kiln {
 
+bool vector_rows(const LinearArgs& args) {
+  const int64_t vec = 16 / static_cast<int64_t>(args.weight.itemsize());  // weight elements a 16-byte load
+  return args.weight.size(1) % vec == 0 && rows_vector_aligned(args.weight, 1) && rows_vector_aligned(args.x, 1);
+}
+
 namespace {
 // Rows up to which the bandwidth-bound kernel runs instead of a GEMM. On CUDA a
 // float weight with 2+ rows goes to cuBLAS: the kernel's input rows stop fitting
@@ -107,13 +112,6 @@ LinearArgs decode_args(const Tensor& x, const Tensor& weight, const LinearOperan
   args.bias = o.bias;
   args.out = Tensor::empty({rows, out_cols}, x.dtype(), x.device());
   return args;
-}
-
-// Whether the few-rows kernel's 16-byte loads take args' weight and x rows (its norm
-// modes have no GEMM fallback inside: their front doors check this first).
-bool vector_rows(const LinearArgs& args) {
-  const int64_t vec = 16 / static_cast<int64_t>(args.weight.itemsize());  // weight elements a 16-byte load
-  return args.weight.size(1) % vec == 0 && rows_vector_aligned(args.weight, 1) && rows_vector_aligned(args.x, 1);
 }
 
 // linear of operands check_linear has passed.
