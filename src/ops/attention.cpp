@@ -135,6 +135,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k_in, const T
   return matmul(p, v.to(DType::Float32)).to(q.dtype());
 }
 
+namespace {
+// What the decode kernels take: float16 or bfloat16, and float32 on the CPU.
+void check_decode_dtype(const char* op, const Tensor& t) {
+  KILN_CHECK(t.dtype() == DType::BFloat16 || t.dtype() == DType::Float16 || (!t.is_cuda() && t.dtype() == DType::Float32),
+             op, ": dtype must be bfloat16 or float16 (float32 on the CPU), got ", t.dtype());
+}
+}  // namespace
+
 Tensor attention_decode_cache(const Tensor& q, const Tensor& k_cache, const Tensor& v_cache, const Tensor& seq_lens,
                               std::optional<double> scale) {
   constexpr const char* op = "attention_decode_cache";
@@ -146,8 +154,7 @@ Tensor attention_decode_cache(const Tensor& q, const Tensor& k_cache, const Tens
   KILN_CHECK(q.dtype() == k_cache.dtype() && q.dtype() == v_cache.dtype(), op,
              ": q, k_cache and v_cache must have one dtype, got ", q.dtype(), ", ", k_cache.dtype(), ", ",
              v_cache.dtype());
-  KILN_CHECK(q.dtype() == DType::BFloat16 || q.dtype() == DType::Float16 || (!q.is_cuda() && q.dtype() == DType::Float32),
-             op, ": dtype must be bfloat16 or float16 (float32 on the CPU), got ", q.dtype());
+  check_decode_dtype(op, q);
   KILN_CHECK(q.dim() == 3 && k_cache.dim() == 4 && v_cache.shape() == k_cache.shape() && k_cache.size(0) == q.size(0) &&
                  k_cache.size(3) == q.size(2) && k_cache.size(1) > 0 && q.size(1) % k_cache.size(1) == 0 &&
                  q.size(1) / k_cache.size(1) <= 8,
@@ -175,9 +182,7 @@ Tensor attention_decode_qkv(const Tensor& qkv, int64_t hq, int64_t hkv, const Te
   check_defined(op, seq_len);
   const int64_t D = check_qkv_rotary_operands(op, qkv, hq, hkv, q_norm, k_norm, cos, sin, k_cache, v_cache);
   check_same_device(op, qkv, seq_len);
-  KILN_CHECK(qkv.dtype() == DType::BFloat16 || qkv.dtype() == DType::Float16 ||
-                 (!qkv.is_cuda() && qkv.dtype() == DType::Float32),
-             op, ": dtype must be bfloat16 or float16 (float32 on the CPU), got ", qkv.dtype());
+  check_decode_dtype(op, qkv);
   KILN_CHECK(qkv.size(0) == 1, op, ": qkv must be one token's row [1, ", qkv.size(1), "], got shape ", qkv.shape());
   KILN_CHECK(hq % hkv == 0 && hq / hkv <= 8, op, ": num_heads (", hq, ") must be a multiple of num_kv_heads (", hkv,
              ") with at most 8 q heads per kv head");
